@@ -1,0 +1,57 @@
+/*
+ * Everything a user can set, in one struct. Flags parse into it; nothing else
+ * reads argv. Every limit and timeout the daemon enforces lives here so that
+ * later front ends (UCI, a config file) fill the same struct.
+ */
+#ifndef KP_CONFIG_H
+#define KP_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct kp_config {
+	/* Listening side. */
+	const char *bind_addr;       /* -b: numeric IPv4 or IPv6 address */
+	unsigned port;               /* -p */
+
+	/* Upstream pool. */
+	double idle_timeout;         /* -t: seconds an idle upstream may wait */
+	unsigned max_idle_per_host;  /* idle upstreams kept per host:port */
+	unsigned max_idle_total;     /* idle upstreams kept in all */
+
+	/* Timeouts, seconds. */
+	double connect_timeout;      /* TCP connect to the origin (per address) */
+	double response_timeout;     /* request sent, no response header yet: 504 */
+	double io_timeout;           /* no progress on an exchange in either direction */
+	double client_idle_timeout;  /* keep-alive client with no request in flight */
+
+	/* Limits. */
+	size_t max_header_bytes;     /* request or response head; larger gets 431/502 */
+	size_t max_url_bytes;        /* request-target; longer gets 414 */
+	unsigned max_clients;        /* accepted connections at once; more wait in the backlog */
+
+	/* Resolver. */
+	double dns_cache_ttl;        /* seconds a resolved name is reused */
+
+	int verbosity;               /* -v adds one */
+};
+
+/* Fills cfg with the defaults documented in --help and the man page. */
+void config_defaults(struct kp_config *cfg);
+
+enum config_parse_result {
+	CONFIG_RUN,    /* cfg is ready; start the daemon */
+	CONFIG_EXIT_OK, /* --help or --version was printed */
+	CONFIG_ERROR,  /* a message went to the error stream */
+};
+
+/*
+ * Parses argv into cfg (which must hold the defaults). Messages go to out
+ * (help, version) or err (mistakes); the caller picks the exit code.
+ */
+enum config_parse_result config_parse(struct kp_config *cfg, int argc, char **argv,
+                                      FILE *out, FILE *err);
+
+void config_usage(FILE *out);
+
+#endif

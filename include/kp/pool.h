@@ -1,0 +1,70 @@
+/*
+ * Idle upstream connections, in a hash table keyed by "host:port".
+ *
+ * Each host keeps its idle connections most recently used first: the warmest
+ * congestion window goes out first and the coldest is the one a cap evicts.
+ * A second list across all hosts, oldest first, enforces the total cap. Each
+ * entry carries its own expiry timer because every connection may have its
+ * own deadline (the origin's Keep-Alive hint).
+ *
+ * The pool knows nothing of sockets: the owner embeds a pool_entry in its
+ * connection object and is told through on_drop when the pool lets go of an
+ * entry by itself (expired or evicted); it then closes the connection.
+ */
+#ifndef KP_POOL_H
+#define KP_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <ev.h>
+
+struct pool;
+struct pool_host;
+
+enum pool_drop_reason {
+	POOL_DROP_EXPIRED,   /* the idle timer ran out */
+	POOL_DROP_EVICTED,   /* a cap made room for a newer connection */
+};
+
+struct pool_entry {
+	ev_timer expiry;                  /* started when the entry goes in */
+	struct pool_host *host;           /* NULL while not in the pool */
+	struct pool_entry *host_prev, *host_next;   /* this host's list, newest first */
+	struct pool_entry *all_prev, *all_next;     /* every host's, oldest first */
+	struct pool *pool;
+};
+
+typedef void (*pool_drop_fn)(struct pool_entry *e, enum pool_drop_reason why);
+
+/* NULL when memory is exhausted. */
+struct pool *pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total,
+                      pool_drop_fn on_drop);
+/* Drops (through on_drop, as EVICTED) every entry, then frees the pool. */
+void pool_free(struct pool *p);
+
+/*
+ * Takes in an idle connection for key, to expire after timeout seconds.
+ * Makes room by evicting the host's or the whole pool's oldest entry when a
+ * cap is reached. Returns false (and keeps nothing) when the caps are 0 or
+ * memory is exhausted; the caller then closes the connection.
+ */
+bool pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout);
+
+/* The most recently used idle entry for key, removed from the pool; or NULL. */
+struct pool_entry *pool_take(struct pool *p, const char *key);
+
+/* Removes e (the origin closed it, say). No on_drop call. */
+void pool_remove(struct pool_entry *e);
+
+static inline bool
+pool_entry_pooled(const struct pool_entry *e)
+{
+	return e->host != NULL;
+}
+
+/* Idle entries in the pool, and for one key. */
+size_t pool_count(const struct pool *p);
+size_t pool_count_key(const struct pool *p, const char *key);
+
+#endif

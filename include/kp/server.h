@@ -1,0 +1,42 @@
+/*
+ * The daemon's shared state: the loop, the config, the listening socket, the
+ * pool, the live clients, and the objects closed during this loop iteration
+ * that are freed once every callback of the iteration has returned.
+ */
+#ifndef KP_SERVER_H
+#define KP_SERVER_H
+
+#include <ev.h>
+
+#include "kp/config.h"
+
+struct client;
+struct upstream;
+struct pool;
+
+struct server {
+	struct ev_loop *loop;
+	const struct kp_config *cfg;
+	struct pool *pool;
+	int listen_fd;
+	ev_io accept_watcher;
+	ev_signal sigint_watcher, sigterm_watcher;
+	ev_prepare reaper;               /* end of each iteration: free the dead */
+	struct client *clients;          /* live clients, for shutdown */
+	unsigned nclients;
+	unsigned max_clients;            /* cfg->max_clients, lowered to fit the fd limit */
+	struct client *dead_clients;
+	struct upstream *dead_upstreams;
+};
+
+/* Listens, starts the resolver and the pool. -1 with a message logged on failure. */
+int server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg);
+/* Runs until SIGINT or SIGTERM. */
+void server_run(struct server *srv);
+/* Closes every connection and frees everything server_init() made. */
+void server_shutdown(struct server *srv);
+
+/* A client closed: accepting may resume if the cap held it back. */
+void server_client_closed(struct server *srv);
+
+#endif

@@ -1,0 +1,1008 @@
+#include "kp/client.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kp/log.h"
+#include "kp/net.h"
+#include "kp/policy.h"
+#include "kp/retry.h"
+#include "kp/server.h"
+#include "kp/stats.h"
+#include "kp/upstream.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/*
+ * After the last response, wait this long for the client's EOF before
+ * closing: closing with unread bytes would send a reset that can destroy the
+ * response still in flight (RFC 9112 9.6).
+ */
+#define LINGER_SECONDS 2.0
+
+enum io_result {
+	IO_DATA,    /* bytes arrived */
+	IO_AGAIN,   /* nothing now */
+	IO_FULL,    /* no room in the buffer */
+	IO_EOF,
+	IO_ERROR,   /* errno says why */
+};
+
+static void process_input(struct client *c);
+static void exchange_run(struct client *c);
+static void reply_local(struct client *c, int status, const char *why, bool keep_alive);
+static void linger_close(struct client *c);
+
+/* ---- state, timer, watchers ----------------------------------------------- */
+
+static double
+state_timeout(const struct client *c)
+{
+	const struct kp_config *cfg = c->srv->cfg;
+
+	switch (c->state) {
+	case CLIENT_READING_HEAD:
+		return cfg->client_idle_timeout;
+	case CLIENT_WAITING_UPSTREAM:
+		return cfg->response_timeout;
+	case CLIENT_EXCHANGING:
+		if (c->ex.req == REQ_DONE && c->ex.resp == RESP_HEAD)
+			return cfg->response_timeout;
+		return cfg->io_timeout;
+	case CLIENT_SENDING_LOCAL:
+		return cfg->io_timeout;
+	case CLIENT_LINGERING:
+	case CLIENT_CLOSED:
+		break;
+	}
+	return LINGER_SECONDS;
+}
+
+static void
+touch(struct client *c)
+{
+	c->last_activity = ev_now(c->srv->loop);
+}
+
+/* The deadline moved to another kind of wait: count it from now. */
+static void
+rearm(struct client *c)
+{
+	touch(c);
+	c->timer.repeat = state_timeout(c);
+	ev_timer_again(c->srv->loop, &c->timer);
+}
+
+static const char *const state_names[] = {
+	[CLIENT_READING_HEAD] = "reading-head",
+	[CLIENT_WAITING_UPSTREAM] = "waiting-upstream",
+	[CLIENT_EXCHANGING] = "exchanging",
+	[CLIENT_SENDING_LOCAL] = "sending-local",
+	[CLIENT_LINGERING] = "lingering",
+	[CLIENT_CLOSED] = "closed",
+};
+
+static void
+set_state(struct client *c, enum client_state next)
+{
+	log_trace("client fd %d: %s -> %s", c->fd, state_names[c->state], state_names[next]);
+	c->state = next;
+	if (next != CLIENT_CLOSED)
+		rearm(c);
+}
+
+static void
+watch(struct client *c, bool readable, bool writable)
+{
+	struct ev_loop *loop = c->srv->loop;
+
+	if (readable && !ev_is_active(&c->rio))
+		ev_io_start(loop, &c->rio);
+	else if (!readable && ev_is_active(&c->rio))
+		ev_io_stop(loop, &c->rio);
+	if (writable && !ev_is_active(&c->wio))
+		ev_io_start(loop, &c->wio);
+	else if (!writable && ev_is_active(&c->wio))
+		ev_io_stop(loop, &c->wio);
+}
+
+static bool
+has_room(const struct buf *b)
+{
+	return !b || buf_len(b) < buf_capacity();
+}
+
+/*
+ * Which readiness to wait for follows from the state and the buffers alone,
+ * so every event handler ends here instead of toggling watchers ad hoc.
+ * A full buffer stops reading its source: that is the back-pressure.
+ */
+static void
+sync_watchers(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	bool out_pending = c->out && buf_len(c->out);
+
+	switch (c->state) {
+	case CLIENT_READING_HEAD:
+	case CLIENT_WAITING_UPSTREAM:
+		watch(c, !c->peer_eof && has_room(c->in), false);
+		break;
+	case CLIENT_EXCHANGING:
+		watch(c, !c->peer_eof && has_room(c->in), out_pending || ex->resp_pending);
+		upstream_watch(ex->up, ex->resp != RESP_DONE && has_room(ex->up->in),
+		               ex->req == REQ_SENDING && !ex->upstream_write_failed &&
+		                       (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
+		break;
+	case CLIENT_SENDING_LOCAL:
+		watch(c, false, true);
+		break;
+	case CLIENT_LINGERING:
+		watch(c, true, false);
+		break;
+	case CLIENT_CLOSED:
+		break;
+	}
+}
+
+/* ---- I/O primitives ------------------------------------------------------- */
+
+static enum io_result
+fill(int fd, struct buf *b, ssize_t *got)
+{
+	ssize_t n;
+
+	if (buf_room(b) == 0)
+		buf_compact(b);
+	if (buf_room(b) == 0)
+		return IO_FULL;
+	n = recv(fd, buf_tail(b), buf_room(b), 0);
+	if (n > 0) {
+		b->end += (size_t)n;
+		*got = n;
+		return IO_DATA;
+	}
+	if (n == 0)
+		return IO_EOF;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return IO_AGAIN;
+	return IO_ERROR;
+}
+
+static enum io_result
+client_fill(struct client *c)
+{
+	enum io_result r;
+	ssize_t got = 0;
+
+	if (c->peer_eof)
+		return IO_EOF;
+	if (!c->in && !(c->in = buf_get()))
+		return IO_ERROR;
+	r = fill(c->fd, c->in, &got);
+	if (r == IO_DATA)
+		touch(c);
+	else if (r == IO_EOF)
+		c->peer_eof = true;
+	return r;
+}
+
+/* Bytes sent, 0 when the socket is full, -1 on error (errno set). */
+static ssize_t
+send_some(int fd, const char *p, size_t n)
+{
+	ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+	if (w >= 0)
+		return w;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return 0;
+	return -1;
+}
+
+/* ---- life and death ------------------------------------------------------- */
+
+static void
+drop_upstream(struct client *c)
+{
+	if (c->ex.connecting) {
+		upstream_close(c->ex.connecting);
+		c->ex.connecting = NULL;
+	}
+	if (c->ex.up) {
+		upstream_close(c->ex.up);
+		c->ex.up = NULL;
+	}
+}
+
+static void
+reset_exchange(struct client *c)
+{
+	buf_put(c->ex.req_head);
+	memset(&c->ex, 0, sizeof(c->ex));
+	framer_init(&c->ex.req_body, BODY_NONE, 0);
+	framer_init(&c->ex.resp_body, BODY_NONE, 0);
+	http_parser_start(&c->parser, &c->head);
+}
+
+void
+client_close(struct client *c)
+{
+	struct server *srv = c->srv;
+
+	if (c->state == CLIENT_CLOSED)
+		return;
+	drop_upstream(c);
+	ev_io_stop(srv->loop, &c->rio);
+	ev_io_stop(srv->loop, &c->wio);
+	ev_timer_stop(srv->loop, &c->timer);
+	net_close(&c->fd);
+	buf_put(c->in);
+	buf_put(c->out);
+	buf_put(c->ex.req_head);
+	c->in = c->out = c->ex.req_head = NULL;
+	set_state(c, CLIENT_CLOSED);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->clients = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->nclients--;
+	kp_stats.clients_active--;
+	/* Freed at the end of the iteration: callers up the stack still hold c. */
+	c->dead_next = srv->dead_clients;
+	srv->dead_clients = c;
+	server_client_closed(srv);
+}
+
+void
+client_reap(struct server *srv)
+{
+	while (srv->dead_clients) {
+		struct client *c = srv->dead_clients;
+
+		srv->dead_clients = c->dead_next;
+		free(c);
+	}
+}
+
+/* Something went wrong after the response began: all that is left is to close. */
+static void
+abort_exchange(struct client *c, const char *why)
+{
+	char peer[64];
+
+	log_debug("client %s: %s%s%s: closing", net_addr_text(&c->peer.sa, peer, sizeof(peer)),
+	          c->ex.target.key, c->ex.target.key[0] ? ": " : "", why);
+	client_close(c);
+}
+
+static void
+linger_close(struct client *c)
+{
+	drop_upstream(c);
+	buf_put(c->out);
+	c->out = NULL;
+	if (c->peer_eof || shutdown(c->fd, SHUT_WR) < 0) {
+		client_close(c);
+		return;
+	}
+	set_state(c, CLIENT_LINGERING);
+	sync_watchers(c);
+}
+
+static void
+linger_drain(struct client *c)
+{
+	char scratch[4096];
+	ssize_t n;
+
+	while ((n = recv(c->fd, scratch, sizeof(scratch), 0)) > 0)
+		;
+	if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		client_close(c);
+}
+
+/* ---- responses the proxy makes itself ------------------------------------ */
+
+static void
+flush_local(struct client *c)
+{
+	while (c->out && buf_len(c->out)) {
+		ssize_t n = send_some(c->fd, buf_head(c->out), buf_len(c->out));
+
+		if (n < 0) {
+			client_close(c);
+			return;
+		}
+		if (n == 0) {
+			sync_watchers(c);
+			return;
+		}
+		buf_consume(c->out, (size_t)n);
+		touch(c);
+	}
+	buf_put(c->out);
+	c->out = NULL;
+	if (!c->ex.client_keep_alive) {
+		linger_close(c);
+		return;
+	}
+	reset_exchange(c);
+	set_state(c, CLIENT_READING_HEAD);
+	process_input(c);
+}
+
+static void
+reply_local(struct client *c, int status, const char *why, bool keep_alive)
+{
+	struct exchange *ex = &c->ex;
+	char peer[64];
+	ssize_t n;
+
+	kp_stats.responses_local++;
+	log_info("client %s: %s%s%d %s", net_addr_text(&c->peer.sa, peer, sizeof(peer)),
+	         ex->target.key, ex->target.key[0] ? " " : "", status, why);
+	drop_upstream(c);
+	/* A final response already began: the only honest signal left is the close. */
+	if (ex->resp != RESP_HEAD) {
+		client_close(c);
+		return;
+	}
+	/* Keep the connection only if the rest of the request is not still to come. */
+	if (keep_alive && framer_done(&ex->req_body) && !c->peer_eof) {
+		if (ex->req_pending)
+			buf_consume(c->in, ex->req_pending);
+		ex->req_pending = 0;
+	} else {
+		keep_alive = false;
+	}
+	ex->client_keep_alive = keep_alive;
+	ex->status = (uint16_t)status;
+	if (!c->out && !(c->out = buf_get())) {
+		client_close(c);
+		return;
+	}
+	buf_compact(c->out);
+	n = http_write_local_response(buf_tail(c->out), buf_room(c->out), status, why, keep_alive,
+	                              ex->client_minor);
+	if (n < 0) {
+		client_close(c);
+		return;
+	}
+	c->out->end += (size_t)n;
+	set_state(c, CLIENT_SENDING_LOCAL);
+	flush_local(c);
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+static void
+start_exchange(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	const struct http_head *h = &c->head;
+	const char *base = buf_head(c->in);
+	struct policy_request pr;
+	struct policy_verdict verdict;
+	struct upstream *pending;
+	ssize_t n;
+	int status = 0;
+
+	kp_stats.requests++;
+	ex->started = ev_now(c->srv->loop);
+	ex->method = h->method;
+	ex->client_minor = h->minor;
+	ex->client_keep_alive = http_head_keeps_alive(h) && !c->peer_eof;
+	ex->req = REQ_SENDING;
+	ex->resp = RESP_HEAD;
+	framer_init(&ex->req_body, http_request_body_kind(h), h->content_length);
+	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->fd,
+	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
+	          base + h->url.off, h->major, h->minor);
+	if (h->major != 1) {
+		reply_local(c, 505, "only HTTP/1.x is spoken here", false);
+		return;
+	}
+	if (h->method != HTTP_CONNECT)
+		status = http_parse_target(base + h->url.off, h->url.len, &ex->target);
+	if (status) {
+		reply_local(c, status,
+		            status == 501 ? "only http:// URLs are proxied"
+		                          : "the request-target must be an absolute http:// URL",
+		            true);
+		return;
+	}
+	pr.head = h;
+	pr.base = base;
+	pr.target = h->method == HTTP_CONNECT ? NULL : &ex->target;
+	pr.client = &c->peer.sa;
+	verdict = policy_check(c->srv->cfg, &pr);
+	if (verdict.status) {
+		reply_local(c, verdict.status, verdict.why, true);
+		return;
+	}
+	if (!(ex->req_head = buf_get())) {
+		reply_local(c, 503, "out of memory", false);
+		return;
+	}
+	n = http_write_request_head(buf_tail(ex->req_head), buf_room(ex->req_head), h, base,
+	                            &ex->target);
+	if (n < 0) {
+		reply_local(c, 431, "request head too large to forward", false);
+		return;
+	}
+	ex->req_head->end = (size_t)n;
+	buf_consume(c->in, h->head_len);
+	set_state(c, CLIENT_WAITING_UPSTREAM);
+	pending = upstream_acquire(c->srv, c, ex->target.host, ex->target.port, ex->target.key,
+	                           true);
+	/* Non-NULL means nothing was answered yet, so c is still waiting for it. */
+	if (pending)
+		ex->connecting = pending;
+	else if (c->state == CLIENT_WAITING_UPSTREAM)
+		sync_watchers(c);
+}
+
+static int
+head_error_status(const struct http_parser *p)
+{
+	switch (p->error) {
+	case HTTP_HEAD_URL_TOO_LONG:
+		return 414;
+	case HTTP_HEAD_TOO_LARGE:
+		return 431;
+	default:
+		return 400;
+	}
+}
+
+/* Reads request heads out of c->in; with keep-alive, one after another. */
+static void
+process_input(struct client *c)
+{
+	enum http_parse_result r;
+
+	if (!c->in || buf_len(c->in) == 0) {
+		if (c->peer_eof) {
+			client_close(c);
+			return;
+		}
+		/* An idle client holds no buffer. */
+		buf_put(c->in);
+		c->in = NULL;
+		sync_watchers(c);
+		return;
+	}
+	r = http_parse_head(&c->parser, buf_head(c->in), buf_len(c->in));
+	switch (r) {
+	case HTTP_PARSE_MORE:
+		if (c->peer_eof) {
+			client_close(c);
+			return;
+		}
+		sync_watchers(c);
+		break;
+	case HTTP_PARSE_ERROR:
+		reply_local(c, head_error_status(&c->parser), http_parser_error_text(&c->parser),
+		            false);
+		break;
+	case HTTP_PARSE_DONE:
+		start_exchange(c);
+		break;
+	}
+}
+
+/* ---- the exchange --------------------------------------------------------- */
+
+void
+client_upstream_ready(struct client *c, struct upstream *up)
+{
+	c->ex.connecting = NULL;
+	c->ex.up = up;
+	up->owner = c;
+	http_parser_start(&up->parser, &up->head);
+	set_state(c, CLIENT_EXCHANGING);
+	exchange_run(c);
+}
+
+void
+client_upstream_failed(struct client *c, int status, const char *why)
+{
+	c->ex.connecting = NULL;
+	reply_local(c, status, why, true);
+}
+
+/* A connection that died before answering: replay on a fresh one, or 502. */
+static void
+upstream_lost(struct client *c, const char *why)
+{
+	struct exchange *ex = &c->ex;
+	struct retry_facts facts = {
+		.reused_connection = ex->up->reused,
+		.response_started = ex->resp_received > 0,
+		.idempotent = http_method_is_idempotent(ex->method),
+		.request_complete = ex->req == REQ_DONE,
+		.body_bytes_sent = ex->req_body_sent,
+		.retries = ex->retries,
+	};
+	struct upstream *pending;
+
+	if (!retry_allowed(&facts)) {
+		reply_local(c, 502, why, true);
+		return;
+	}
+	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", c->fd,
+	          ex->target.key, why);
+	kp_stats.upstream_retries++;
+	upstream_close(ex->up);
+	ex->up = NULL;
+	ex->retries++;
+	ex->req = REQ_SENDING;
+	ex->req_head_sent = 0;
+	ex->upstream_write_failed = false;
+	set_state(c, CLIENT_WAITING_UPSTREAM);
+	pending = upstream_acquire(c->srv, c, ex->target.host, ex->target.port, ex->target.key,
+	                           false);
+	if (pending)
+		ex->connecting = pending;
+	else if (c->state == CLIENT_WAITING_UPSTREAM)
+		sync_watchers(c);
+}
+
+/* Moves request bytes from the client to the upstream. -1: the exchange ended. */
+static int
+pump_request(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	int fd = ex->up->fd;
+	ssize_t n;
+
+	while (ex->req == REQ_SENDING && !ex->upstream_write_failed) {
+		if (ex->req_head_sent < buf_len(ex->req_head)) {
+			n = send_some(fd, buf_head(ex->req_head) + ex->req_head_sent,
+			              buf_len(ex->req_head) - ex->req_head_sent);
+			if (n <= 0)
+				goto blocked;
+			ex->req_head_sent += (size_t)n;
+			kp_stats.bytes_to_upstreams += (uint64_t)n;
+			touch(c);
+			continue;
+		}
+		if (ex->req_pending) {
+			n = send_some(fd, buf_head(c->in), ex->req_pending);
+			if (n <= 0)
+				goto blocked;
+			buf_consume(c->in, (size_t)n);
+			ex->req_pending -= (size_t)n;
+			ex->req_body_sent += (uint64_t)n;
+			kp_stats.bytes_to_upstreams += (uint64_t)n;
+			touch(c);
+			continue;
+		}
+		if (framer_done(&ex->req_body)) {
+			ex->req = REQ_DONE;
+			rearm(c);
+			break;
+		}
+		/* Frame what the client has sent so far. */
+		{
+			size_t avail = c->in ? buf_len(c->in) : 0;
+			enum span_kind kind;
+
+			while (ex->req_pending < avail && !framer_done(&ex->req_body)) {
+				n = framer_next(&ex->req_body, buf_head(c->in) + ex->req_pending,
+				                avail - ex->req_pending, &kind);
+				if (n < 0) {
+					reply_local(c, 400, "malformed chunked request body", false);
+					return -1;
+				}
+				if (n == 0)
+					break;
+				ex->req_pending += (size_t)n;
+			}
+			if (ex->req_pending || framer_done(&ex->req_body))
+				continue;
+			if (c->peer_eof) {
+				abort_exchange(c, "client closed before its request body ended");
+				return -1;
+			}
+			return 0;   /* wait for more from the client */
+		}
+	}
+	return 0;
+blocked:
+	if (n < 0) {
+		/* The origin may have answered and closed; the response side decides. */
+		log_debug("client fd %d: %s: sending request: %s", c->fd, ex->target.key,
+		          strerror(errno));
+		ex->upstream_write_failed = true;
+	}
+	return 0;
+}
+
+static int
+response_head(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	struct upstream *up = ex->up;
+	const struct http_head *h = &up->head;
+	struct response_plan plan;
+	enum body_kind kind;
+	const char *base;
+	ssize_t n;
+
+	switch (http_parse_head(&up->parser, buf_head(up->in), buf_len(up->in))) {
+	case HTTP_PARSE_MORE:
+		return 0;
+	case HTTP_PARSE_ERROR:
+		log_info("upstream %s: bad response head: %s", ex->target.key,
+		         http_parser_error_text(&up->parser));
+		reply_local(c, 502,
+		            up->parser.error == HTTP_HEAD_TOO_LARGE ? "response head too large"
+		                                                    : "malformed response from the origin",
+		            false);
+		return -1;
+	case HTTP_PARSE_DONE:
+		break;
+	}
+	base = buf_head(up->in);
+	if (!c->out && !(c->out = buf_get())) {
+		abort_exchange(c, "out of memory");
+		return -1;
+	}
+	buf_compact(c->out);
+	plan.client_minor = ex->client_minor;
+	plan.dechunk = false;
+	if (h->status < 200) {
+		if (h->status == 101) {
+			reply_local(c, 502, "the origin switched protocols unasked", false);
+			return -1;
+		}
+		/* HTTP/1.0 clients do not know interim responses (RFC 9110 15.2). */
+		if (ex->client_minor >= 1) {
+			plan.client_keep_alive = true;
+			n = http_write_response_head(buf_tail(c->out), buf_room(c->out), h, base, &plan);
+			if (n < 0) {
+				reply_local(c, 502, "interim response head too large", false);
+				return -1;
+			}
+			c->out->end += (size_t)n;
+		}
+		buf_consume(up->in, h->head_len);
+		http_parser_start(&up->parser, &up->head);
+		return 1;
+	}
+	kind = http_response_body_kind(h, ex->method);
+	ex->status = h->status;
+	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE;
+	up->keep_alive_hint = (double)http_keep_alive_timeout(h, base);
+	ex->dechunk = kind == BODY_CHUNKED && ex->client_minor == 0;
+	ex->client_keep_alive = ex->client_keep_alive && !ex->dechunk &&
+	                        kind != BODY_UNTIL_CLOSE && !c->peer_eof;
+	plan.dechunk = ex->dechunk;
+	plan.client_keep_alive = ex->client_keep_alive;
+	n = http_write_response_head(buf_tail(c->out), buf_room(c->out), h, base, &plan);
+	if (n < 0) {
+		reply_local(c, 502, "response head too large to forward", false);
+		return -1;
+	}
+	c->out->end += (size_t)n;
+	buf_consume(up->in, h->head_len);
+	framer_init(&ex->resp_body, kind, h->content_length);
+	ex->resp = RESP_BODY;
+	rearm(c);
+	return 1;
+}
+
+/* Frames buffered response bytes; 1 if something can move, 0 if not, -1 ended. */
+static int
+frame_response(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	struct buf *in = ex->up->in;
+	size_t avail = buf_len(in);
+	enum span_kind kind;
+	ssize_t n = 0;
+
+	/* A malformed span after good ones is found again once those are sent. */
+	if (ex->dechunk) {
+		/* Only payload goes to an HTTP/1.0 client; framing is dropped here. */
+		n = framer_next(&ex->resp_body, buf_head(in), avail, &kind);
+		if (n > 0 && kind == SPAN_FRAMING)
+			buf_consume(in, (size_t)n);
+		else if (n > 0)
+			ex->resp_pending = (size_t)n;
+	} else {
+		/* Chunked framing passes through untouched: one send for many spans. */
+		while (ex->resp_pending < avail && !framer_done(&ex->resp_body)) {
+			n = framer_next(&ex->resp_body, buf_head(in) + ex->resp_pending,
+			                avail - ex->resp_pending, &kind);
+			if (n <= 0)
+				break;
+			ex->resp_pending += (size_t)n;
+		}
+		n = ex->resp_pending || framer_done(&ex->resp_body) ? 1 : n;
+	}
+	if (n < 0) {
+		abort_exchange(c, "malformed chunked response body");
+		return -1;
+	}
+	return n > 0 || framer_done(&ex->resp_body);
+}
+
+/* The origin closed (or reset) with nothing left to forward. */
+static int
+upstream_ended(struct client *c, bool reset)
+{
+	struct exchange *ex = &c->ex;
+
+	if (ex->resp == RESP_BODY && ex->resp_body.left == FRAME_UNTIL_CLOSE && !reset) {
+		ex->resp_body.left = FRAME_DONE;
+		ex->upstream_reusable = false;
+		return 1;
+	}
+	if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
+		upstream_lost(c, reset ? "connection reset by the origin"
+		                       : "the origin closed the connection without answering");
+		return -1;
+	}
+	if (ex->resp == RESP_HEAD) {
+		reply_local(c, 502, "incomplete response head from the origin", false);
+		return -1;
+	}
+	abort_exchange(c, reset ? "origin reset the connection mid-response"
+	                        : "origin closed the connection mid-response");
+	return -1;
+}
+
+/* Moves response bytes from the upstream to the client. -1: the exchange ended. */
+static int
+pump_response(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	struct upstream *up = ex->up;
+	ssize_t n;
+	int r;
+
+	for (;;) {
+		if (c->out && buf_len(c->out)) {
+			n = send_some(c->fd, buf_head(c->out), buf_len(c->out));
+			if (n < 0) {
+				abort_exchange(c, "client went away");
+				return -1;
+			}
+			if (n == 0)
+				return 0;
+			buf_consume(c->out, (size_t)n);
+			kp_stats.bytes_to_clients += (uint64_t)n;
+			touch(c);
+			continue;
+		}
+		if (ex->resp_pending) {
+			n = send_some(c->fd, buf_head(up->in), ex->resp_pending);
+			if (n < 0) {
+				abort_exchange(c, "client went away");
+				return -1;
+			}
+			if (n == 0)
+				return 0;
+			buf_consume(up->in, (size_t)n);
+			ex->resp_pending -= (size_t)n;
+			ex->resp_sent += (uint64_t)n;
+			kp_stats.bytes_to_clients += (uint64_t)n;
+			touch(c);
+			continue;
+		}
+		if (ex->resp == RESP_DONE)
+			return 0;
+		if (ex->resp == RESP_BODY && framer_done(&ex->resp_body)) {
+			ex->resp = RESP_DONE;
+			return 0;
+		}
+		r = 0;
+		if (up->in && buf_len(up->in))
+			r = ex->resp == RESP_HEAD ? response_head(c) : frame_response(c);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		if (ex->upstream_eof)
+			r = upstream_ended(c, ex->upstream_reset);
+		if (r < 0)
+			return -1;
+		if (r > 0)
+			continue;
+		if (up->in && !has_room(up->in)) {
+			/* Full and still undecided: a head or a framing line too long. */
+			if (ex->resp == RESP_HEAD)
+				reply_local(c, 502, "response head too large", false);
+			else
+				abort_exchange(c, "chunk framing line too long");
+			return -1;
+		}
+		return 0;
+	}
+}
+
+static void
+finish_exchange(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !ex->upstream_write_failed;
+	bool keep = ex->client_keep_alive && ex->req == REQ_DONE;
+	struct upstream *up = ex->up;
+
+	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", c->fd,
+	          ex->target.key, ex->status, ex->resp_sent, up->reused ? "reused" : "new",
+	          (ev_now(c->srv->loop) - ex->started) * 1000);
+	ex->up = NULL;
+	upstream_release(up, reusable);
+	if (!keep) {
+		linger_close(c);
+		return;
+	}
+	reset_exchange(c);
+	set_state(c, CLIENT_READING_HEAD);
+	process_input(c);
+}
+
+static void
+exchange_run(struct client *c)
+{
+	if (pump_request(c) < 0 || pump_response(c) < 0)
+		return;
+	if (c->ex.resp == RESP_DONE) {
+		finish_exchange(c);
+		return;
+	}
+	sync_watchers(c);
+}
+
+void
+client_upstream_event(struct client *c, int revents)
+{
+	struct exchange *ex = &c->ex;
+	struct upstream *up = ex->up;
+
+	if (revents & EV_READ) {
+		ssize_t got = 0;
+		enum io_result r;
+
+		if (!up->in && !(up->in = buf_get())) {
+			abort_exchange(c, "out of memory");
+			return;
+		}
+		r = fill(up->fd, up->in, &got);
+		if (r == IO_DATA) {
+			ex->resp_received += (uint64_t)got;
+			touch(c);
+		} else if (r == IO_EOF) {
+			ex->upstream_eof = true;
+		} else if (r == IO_ERROR) {
+			ex->upstream_eof = ex->upstream_reset = true;
+		}
+	}
+	exchange_run(c);
+}
+
+/* ---- watchers ------------------------------------------------------------- */
+
+static void
+client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct client *c = container_of(w, struct client, rio);
+
+	(void)loop;
+	(void)revents;
+	if (c->state == CLIENT_LINGERING) {
+		linger_drain(c);
+		return;
+	}
+	if (client_fill(c) == IO_ERROR) {
+		abort_exchange(c, strerror(errno));
+		return;
+	}
+	switch (c->state) {
+	case CLIENT_READING_HEAD:
+		process_input(c);
+		break;
+	case CLIENT_WAITING_UPSTREAM:
+		sync_watchers(c);
+		break;
+	case CLIENT_EXCHANGING:
+		exchange_run(c);
+		break;
+	case CLIENT_SENDING_LOCAL:
+	case CLIENT_LINGERING:
+	case CLIENT_CLOSED:
+		break;
+	}
+}
+
+static void
+client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct client *c = container_of(w, struct client, wio);
+
+	(void)loop;
+	(void)revents;
+	if (c->state == CLIENT_EXCHANGING)
+		exchange_run(c);
+	else if (c->state == CLIENT_SENDING_LOCAL)
+		flush_local(c);
+	else
+		sync_watchers(c);
+}
+
+static void
+timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct client *c = container_of(w, struct client, timer);
+	ev_tstamp left = c->last_activity + state_timeout(c) - ev_now(loop);
+
+	(void)revents;
+	if (left > 0.001) {
+		w->repeat = left;
+		ev_timer_again(loop, w);
+		return;
+	}
+	switch (c->state) {
+	case CLIENT_READING_HEAD:
+		if (c->in && buf_len(c->in))
+			reply_local(c, 408, "request head not received in time", false);
+		else
+			client_close(c);
+		break;
+	case CLIENT_WAITING_UPSTREAM:
+		reply_local(c, 504, "the origin could not be reached in time", false);
+		break;
+	case CLIENT_EXCHANGING:
+		if (c->ex.resp == RESP_HEAD && c->ex.resp_received == 0)
+			reply_local(c, 504, "the origin did not answer in time", false);
+		else
+			abort_exchange(c, "no progress before the I/O timeout");
+		break;
+	case CLIENT_SENDING_LOCAL:
+	case CLIENT_LINGERING:
+	case CLIENT_CLOSED:
+		client_close(c);
+		break;
+	}
+}
+
+struct client *
+client_new(struct server *srv, int fd, const union dns_addr *peer)
+{
+	struct client *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	c->srv = srv;
+	c->fd = fd;
+	c->peer = *peer;
+	ev_io_init(&c->rio, client_read_cb, fd, EV_READ);
+	ev_io_init(&c->wio, client_write_cb, fd, EV_WRITE);
+	ev_init(&c->timer, timer_cb);
+	http_parser_init(&c->parser, HTTP_REQUEST, srv->cfg->max_header_bytes,
+	                 srv->cfg->max_url_bytes);
+	reset_exchange(c);
+	c->next = srv->clients;
+	if (srv->clients)
+		srv->clients->prev = c;
+	srv->clients = c;
+	srv->nclients++;
+	kp_stats.clients_accepted++;
+	kp_stats.clients_active++;
+	c->state = CLIENT_READING_HEAD;
+	rearm(c);
+	sync_watchers(c);
+	return c;
+}

@@ -1,0 +1,226 @@
+#include "kp/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+config_defaults(struct kp_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->bind_addr = "127.0.0.1";
+	cfg->port = 9250;
+	/*
+	 * Below the 60-75 s that common origins and load balancers keep idle
+	 * connections, so the proxy usually closes first and seldom races an
+	 * origin's close; far above the few seconds between media segments.
+	 */
+	cfg->idle_timeout = 50;
+	cfg->max_idle_per_host = 8;
+	cfg->max_idle_total = 256;
+	cfg->connect_timeout = 10;
+	cfg->response_timeout = 60;
+	cfg->io_timeout = 300;
+	cfg->client_idle_timeout = 60;
+	cfg->max_header_bytes = 32768;
+	cfg->max_url_bytes = 8192;
+	cfg->max_clients = 10000;
+	cfg->dns_cache_ttl = 60;
+	cfg->verbosity = 0;
+}
+
+void
+config_usage(FILE *out)
+{
+	fputs("Usage: keepalive-proxy [options]\n"
+	      "HTTP forward proxy that keeps upstream connections alive.\n"
+	      "\n"
+	      "  -p, --port PORT              listen port (default 9250)\n"
+	      "  -b, --bind ADDR              listen address, IPv4 or IPv6 (default 127.0.0.1)\n"
+	      "  -t, --idle-timeout SECONDS   keep an idle upstream connection this long (default 50)\n"
+	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
+	      "  -M, --max-idle N             idle upstream connections kept in all (default 256)\n"
+	      "      --connect-timeout SECONDS   TCP connect to one origin address (default 10)\n"
+	      "      --response-timeout SECONDS  wait for a response header, then 504 (default 60)\n"
+	      "      --io-timeout SECONDS        close an exchange that makes no progress (default 300)\n"
+	      "      --client-timeout SECONDS    close an idle client connection (default 60)\n"
+	      "      --max-header-size BYTES     largest request or response head (default 32768)\n"
+	      "      --max-url-size BYTES        longest request-target (default 8192)\n"
+	      "      --max-clients N             client connections at once (default 10000)\n"
+	      "      --dns-ttl SECONDS           reuse a resolved name this long (default 60)\n"
+	      "  -v, --verbose                more logging; repeat for more\n"
+	      "  -V, --version                print the version and exit\n"
+	      "  -h, --help                   print this help and exit\n",
+	      out);
+}
+
+enum long_only_option {
+	OPT_CONNECT_TIMEOUT = 256,
+	OPT_RESPONSE_TIMEOUT,
+	OPT_IO_TIMEOUT,
+	OPT_CLIENT_TIMEOUT,
+	OPT_MAX_HEADER,
+	OPT_MAX_URL,
+	OPT_MAX_CLIENTS,
+	OPT_DNS_TTL,
+};
+
+static const struct option long_options[] = {
+	{"port", required_argument, NULL, 'p'},
+	{"bind", required_argument, NULL, 'b'},
+	{"idle-timeout", required_argument, NULL, 't'},
+	{"max-idle-per-host", required_argument, NULL, 'm'},
+	{"max-idle", required_argument, NULL, 'M'},
+	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+	{"response-timeout", required_argument, NULL, OPT_RESPONSE_TIMEOUT},
+	{"io-timeout", required_argument, NULL, OPT_IO_TIMEOUT},
+	{"client-timeout", required_argument, NULL, OPT_CLIENT_TIMEOUT},
+	{"max-header-size", required_argument, NULL, OPT_MAX_HEADER},
+	{"max-url-size", required_argument, NULL, OPT_MAX_URL},
+	{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+	{"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
+	{"verbose", no_argument, NULL, 'v'},
+	{"version", no_argument, NULL, 'V'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int
+parse_unsigned(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s == '\0' || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	/* A day is far beyond any sensible timeout and keeps ev_timer arithmetic sane. */
+	if (errno || end == s || *end != '\0' || !isfinite(v) || v <= 0 || v > 86400)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum config_parse_result
+config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
+{
+	unsigned long n;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:b:t:m:M:vVh", long_options, NULL)) != -1) {
+		const char *bad = NULL;
+
+		switch (c) {
+		case 'p':
+			if (parse_unsigned(optarg, 1, 65535, &n) < 0)
+				bad = "port must be 1-65535";
+			else
+				cfg->port = (unsigned)n;
+			break;
+		case 'b':
+			cfg->bind_addr = optarg;
+			break;
+		case 't':
+			if (parse_seconds(optarg, &cfg->idle_timeout) < 0)
+				bad = "idle timeout must be a number of seconds above 0";
+			break;
+		case 'm':
+			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
+				bad = "max idle per host must be a whole number";
+			else
+				cfg->max_idle_per_host = (unsigned)n;
+			break;
+		case 'M':
+			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
+				bad = "max idle must be a whole number";
+			else
+				cfg->max_idle_total = (unsigned)n;
+			break;
+		case OPT_CONNECT_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->connect_timeout) < 0)
+				bad = "connect timeout must be a number of seconds above 0";
+			break;
+		case OPT_RESPONSE_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->response_timeout) < 0)
+				bad = "response timeout must be a number of seconds above 0";
+			break;
+		case OPT_IO_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->io_timeout) < 0)
+				bad = "io timeout must be a number of seconds above 0";
+			break;
+		case OPT_CLIENT_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->client_idle_timeout) < 0)
+				bad = "client timeout must be a number of seconds above 0";
+			break;
+		case OPT_MAX_HEADER:
+			/* Below 1 KiB nothing real fits; above 1 MiB it is a memory lever. */
+			if (parse_unsigned(optarg, 1024, 1048576, &n) < 0)
+				bad = "max header size must be 1024-1048576 bytes";
+			else
+				cfg->max_header_bytes = n;
+			break;
+		case OPT_MAX_URL:
+			if (parse_unsigned(optarg, 64, 1048576, &n) < 0)
+				bad = "max url size must be 64-1048576 bytes";
+			else
+				cfg->max_url_bytes = n;
+			break;
+		case OPT_MAX_CLIENTS:
+			if (parse_unsigned(optarg, 1, 10000000, &n) < 0)
+				bad = "max clients must be a whole number above 0";
+			else
+				cfg->max_clients = (unsigned)n;
+			break;
+		case OPT_DNS_TTL:
+			if (parse_seconds(optarg, &cfg->dns_cache_ttl) < 0)
+				bad = "dns ttl must be a number of seconds above 0";
+			break;
+		case 'v':
+			cfg->verbosity++;
+			break;
+		case 'V':
+			fprintf(out, "keepalive-proxy %s\n", KP_VERSION);
+			return CONFIG_EXIT_OK;
+		case 'h':
+			config_usage(out);
+			return CONFIG_EXIT_OK;
+		case ':':
+			fprintf(err, "keepalive-proxy: option %s needs a value\n", argv[optind - 1]);
+			return CONFIG_ERROR;
+		default:
+			fprintf(err, "keepalive-proxy: unknown option %s (see --help)\n",
+			        argv[optind - 1]);
+			return CONFIG_ERROR;
+		}
+		if (bad) {
+			fprintf(err, "keepalive-proxy: %s: '%s'\n", bad, optarg);
+			return CONFIG_ERROR;
+		}
+	}
+	if (optind < argc) {
+		fprintf(err, "keepalive-proxy: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return CONFIG_ERROR;
+	}
+	if (cfg->max_url_bytes > cfg->max_header_bytes)
+		cfg->max_url_bytes = cfg->max_header_bytes;
+	return CONFIG_RUN;
+}

@@ -1,0 +1,149 @@
+#include "kp/framing.h"
+
+#include <string.h>
+
+/* Chunk sizes beyond this are nonsense and would overflow the counter. */
+#define FRAME_MAX_CHUNK ((uint64_t)1 << 60)
+
+void
+framer_init(struct framer *f, enum body_kind kind, uint64_t length)
+{
+	f->chunked = false;
+	switch (kind) {
+	case BODY_NONE:
+		f->left = FRAME_DONE;
+		break;
+	case BODY_LENGTH:
+		f->left = length > FRAME_MAX_CHUNK ? (int64_t)FRAME_MAX_CHUNK : (int64_t)length;
+		break;
+	case BODY_CHUNKED:
+		f->chunked = true;
+		f->left = FRAME_CHUNK_SIZE;
+		break;
+	case BODY_UNTIL_CLOSE:
+		f->left = FRAME_UNTIL_CLOSE;
+		break;
+	}
+}
+
+/* Length of the line at p including its LF, 0 if incomplete, -1 if too long. */
+static ssize_t
+line_length(const char *p, size_t len)
+{
+	size_t scan = len < FRAME_MAX_LINE ? len : FRAME_MAX_LINE;
+	const char *lf = memchr(p, '\n', scan);
+
+	if (lf)
+		return lf - p + 1;
+	return len >= FRAME_MAX_LINE ? -1 : 0;
+}
+
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/*
+ * chunk-size [ BWS ; chunk-ext ] CRLF. Extensions are passed on, not
+ * interpreted, so only their absence of control bytes is checked.
+ */
+static int
+parse_chunk_size(const char *p, size_t line_len, uint64_t *size)
+{
+	size_t i = 0, end = line_len - 1;   /* index of the LF */
+	uint64_t v = 0;
+	int d;
+
+	if (end > 0 && p[end - 1] == '\r')
+		end--;
+	if (end == 0 || hex_value(p[0]) < 0)
+		return -1;
+	for (; i < end && (d = hex_value(p[i])) >= 0; i++) {
+		v = v * 16 + (uint64_t)d;
+		if (v > FRAME_MAX_CHUNK)
+			return -1;
+	}
+	while (i < end && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	if (i < end && p[i] != ';')
+		return -1;
+	for (; i < end; i++)
+		if ((unsigned char)p[i] < 0x20 && p[i] != '\t')
+			return -1;
+	*size = v;
+	return 0;
+}
+
+ssize_t
+framer_next(struct framer *f, const char *p, size_t len, enum span_kind *kind)
+{
+	ssize_t n;
+	uint64_t size;
+
+	if (len == 0 || f->left == FRAME_DONE)
+		return 0;
+	if (f->left > 0) {
+		n = (uint64_t)f->left < len ? (ssize_t)f->left : (ssize_t)len;
+		f->left -= n;
+		if (f->left == 0 && f->chunked)
+			f->left = FRAME_CHUNK_END;
+		*kind = SPAN_PAYLOAD;
+		return n;
+	}
+	switch (f->left) {
+	case FRAME_UNTIL_CLOSE:
+		*kind = SPAN_PAYLOAD;
+		return (ssize_t)len;
+	case FRAME_CHUNK_SIZE:
+		n = line_length(p, len);
+		if (n <= 0)
+			return n;
+		if (parse_chunk_size(p, (size_t)n, &size) < 0)
+			return -1;
+		f->left = size == 0 ? FRAME_TRAILER : (int64_t)size;
+		*kind = SPAN_FRAMING;
+		return n;
+	case FRAME_CHUNK_END:
+		if (p[0] == '\n')
+			n = 1;
+		else if (p[0] != '\r')
+			return -1;
+		else if (len < 2)
+			return 0;
+		else if (p[1] != '\n')
+			return -1;
+		else
+			n = 2;
+		f->left = FRAME_CHUNK_SIZE;
+		*kind = SPAN_FRAMING;
+		return n;
+	case FRAME_TRAILER:
+		n = line_length(p, len);
+		if (n <= 0)
+			return n;
+		/* An empty line ends the trailer section and the message. */
+		if (n == 1 || (n == 2 && p[0] == '\r'))
+			f->left = FRAME_DONE;
+		else if (p[0] == ' ' || p[0] == '\t' || p[0] == ':')
+			return -1;
+		*kind = SPAN_FRAMING;
+		return n;
+	}
+	return -1;
+}
+
+void
+framer_payload_moved(struct framer *f, uint64_t n)
+{
+	if (f->left == FRAME_UNTIL_CLOSE || f->left <= 0)
+		return;
+	f->left -= (int64_t)n;
+	if (f->left == 0 && f->chunked)
+		f->left = FRAME_CHUNK_END;
+}

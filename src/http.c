@@ -1,0 +1,637 @@
+#include "kp/http.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define VIA_NAME "keepalive-proxy"
+
+/* ---- head parsing --------------------------------------------------------- */
+
+static struct http_parser *
+parser_of(llhttp_t *ll)
+{
+	return (struct http_parser *)ll->data;
+}
+
+static uint32_t
+offset_of(struct http_parser *p, const char *at)
+{
+	return (uint32_t)(at - p->base);
+}
+
+static int
+on_url(llhttp_t *ll, const char *at, size_t len)
+{
+	struct http_parser *p = parser_of(ll);
+
+	if (p->head->url.len == 0)
+		p->head->url.off = offset_of(p, at);
+	p->head->url.len += (uint32_t)len;
+	if (p->head->url.len > p->max_url) {
+		p->error = HTTP_HEAD_URL_TOO_LONG;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+on_status(llhttp_t *ll, const char *at, size_t len)
+{
+	struct http_parser *p = parser_of(ll);
+
+	if (p->head->reason.len == 0)
+		p->head->reason.off = offset_of(p, at);
+	p->head->reason.len += (uint32_t)len;
+	return 0;
+}
+
+/*
+ * llhttp hands a name or value over in pieces when it straddles two reads;
+ * the pieces are contiguous in the message, so a piece either starts a new
+ * span or lengthens the current one.
+ */
+static int
+on_header_field(llhttp_t *ll, const char *at, size_t len)
+{
+	struct http_parser *p = parser_of(ll);
+	struct http_head *h = p->head;
+	struct http_field *f;
+
+	if (!p->in_name) {
+		if (h->nfields == HTTP_MAX_FIELDS) {
+			p->error = HTTP_HEAD_TOO_LARGE;
+			return -1;
+		}
+		f = &h->fields[h->nfields++];
+		f->name.off = offset_of(p, at);
+		f->name.len = 0;
+		f->value.off = f->name.off;
+		f->value.len = 0;
+		p->in_name = true;
+	}
+	h->fields[h->nfields - 1].name.len += (uint32_t)len;
+	return 0;
+}
+
+static int
+on_header_field_complete(llhttp_t *ll)
+{
+	struct http_parser *p = parser_of(ll);
+	struct http_field *f = &p->head->fields[p->head->nfields - 1];
+
+	p->in_name = false;
+	/* An empty value gets no callback; leave it pointing past the name. */
+	f->value.off = f->name.off + f->name.len;
+	return 0;
+}
+
+static int
+on_header_value(llhttp_t *ll, const char *at, size_t len)
+{
+	struct http_parser *p = parser_of(ll);
+	struct http_field *f = &p->head->fields[p->head->nfields - 1];
+
+	if (!p->in_value) {
+		f->value.off = offset_of(p, at);
+		f->value.len = 0;
+		p->in_value = true;
+	}
+	f->value.len += (uint32_t)len;
+	return 0;
+}
+
+static int
+on_header_value_complete(llhttp_t *ll)
+{
+	parser_of(ll)->in_value = false;
+	return 0;
+}
+
+static int
+on_headers_complete(llhttp_t *ll)
+{
+	struct http_parser *p = parser_of(ll);
+	struct http_head *h = p->head;
+
+	h->major = ll->http_major;
+	h->minor = ll->http_minor;
+	h->method = ll->method;
+	h->status = ll->status_code;
+	h->llhttp_flags = ll->flags;
+	h->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
+	p->complete = true;
+	/* Stop here: the body is framed by the proxy, not by llhttp. */
+	return HPE_PAUSED;
+}
+
+static const llhttp_settings_t head_settings = {
+	.on_url = on_url,
+	.on_status = on_status,
+	.on_header_field = on_header_field,
+	.on_header_field_complete = on_header_field_complete,
+	.on_header_value = on_header_value,
+	.on_header_value_complete = on_header_value_complete,
+	.on_headers_complete = on_headers_complete,
+};
+
+void
+http_parser_init(struct http_parser *p, llhttp_type_t type, size_t max_head, size_t max_url)
+{
+	memset(p, 0, sizeof(*p));
+	llhttp_init(&p->ll, type, &head_settings);
+	p->ll.data = p;
+	p->max_head = max_head;
+	p->max_url = max_url;
+}
+
+void
+http_parser_start(struct http_parser *p, struct http_head *head)
+{
+	llhttp_reset(&p->ll);
+	p->ll.data = p;
+	p->head = head;
+	memset(head, 0, offsetof(struct http_head, fields));
+	p->base = NULL;
+	p->fed = 0;
+	p->error = HTTP_HEAD_OK;
+	p->in_name = p->in_value = p->complete = false;
+}
+
+enum http_parse_result
+http_parse_head(struct http_parser *p, const char *base, size_t avail)
+{
+	size_t feed = avail - p->fed;
+	llhttp_errno_t err;
+
+	if (p->complete)
+		return HTTP_PARSE_DONE;
+	if (p->error != HTTP_HEAD_OK)
+		return HTTP_PARSE_ERROR;
+	/* Never look past the limit: a head that has not ended by then is too large. */
+	if (avail > p->max_head)
+		feed = p->fed < p->max_head ? p->max_head - p->fed : 0;
+	p->base = base;
+	err = llhttp_execute(&p->ll, base + p->fed, feed);
+	if (err == HPE_PAUSED && p->complete) {
+		p->head->head_len = (uint32_t)(llhttp_get_error_pos(&p->ll) - base);
+		p->fed = p->head->head_len;
+		return HTTP_PARSE_DONE;
+	}
+	if (err != HPE_OK) {
+		if (p->error == HTTP_HEAD_OK)
+			p->error = HTTP_HEAD_MALFORMED;
+		return HTTP_PARSE_ERROR;
+	}
+	p->fed += feed;
+	if (p->fed >= p->max_head) {
+		p->error = HTTP_HEAD_TOO_LARGE;
+		return HTTP_PARSE_ERROR;
+	}
+	return HTTP_PARSE_MORE;
+}
+
+const char *
+http_parser_error_text(const struct http_parser *p)
+{
+	switch (p->error) {
+	case HTTP_HEAD_OK:
+		return "no error";
+	case HTTP_HEAD_URL_TOO_LONG:
+		return "request-target too long";
+	case HTTP_HEAD_TOO_LARGE:
+		return "head too large";
+	case HTTP_HEAD_MALFORMED:
+		break;
+	}
+	return llhttp_get_error_reason(&p->ll) ? llhttp_get_error_reason(&p->ll) : "malformed";
+}
+
+/* ---- field helpers -------------------------------------------------------- */
+
+bool
+http_span_is(const char *base, struct http_span s, const char *word)
+{
+	size_t n = strlen(word);
+
+	return s.len == n && strncasecmp(base + s.off, word, n) == 0;
+}
+
+static bool
+is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+bool
+http_list_has(const char *base, struct http_span s, const char *word)
+{
+	const char *p = base + s.off, *end = p + s.len;
+	size_t n = strlen(word);
+
+	while (p < end) {
+		const char *tok, *tok_end;
+
+		while (p < end && (is_ows(*p) || *p == ','))
+			p++;
+		tok = p;
+		while (p < end && *p != ',')
+			p++;
+		tok_end = p;
+		while (tok_end > tok && is_ows(tok_end[-1]))
+			tok_end--;
+		if ((size_t)(tok_end - tok) == n && strncasecmp(tok, word, n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Is the field named by f listed as a token in any Connection field of h? */
+static bool
+named_by_connection(const struct http_head *h, const char *base, const struct http_field *f)
+{
+	char name[128];
+
+	if (f->name.len >= sizeof(name))
+		return false;
+	memcpy(name, base + f->name.off, f->name.len);
+	name[f->name.len] = '\0';
+	for (unsigned i = 0; i < h->nfields; i++)
+		if (http_span_is(base, h->fields[i].name, "connection") &&
+		    http_list_has(base, h->fields[i].value, name))
+			return true;
+	return false;
+}
+
+/* RFC 9110 7.6.1 plus the proxy-only fields a client addresses to us. */
+static bool
+is_hop_by_hop(const char *base, struct http_span name)
+{
+	static const char *const fields[] = {
+		"connection", "keep-alive", "proxy-connection", "proxy-authorization",
+		"te", "trailer", "upgrade",
+	};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (http_span_is(base, name, fields[i]))
+			return true;
+	return false;
+}
+
+static bool
+has_connection_fields(const struct http_head *h, const char *base)
+{
+	for (unsigned i = 0; i < h->nfields; i++)
+		if (http_span_is(base, h->fields[i].name, "connection"))
+			return true;
+	return false;
+}
+
+bool
+http_head_keeps_alive(const struct http_head *h)
+{
+	if (h->major > 1 || (h->major == 1 && h->minor >= 1))
+		return !(h->llhttp_flags & F_CONNECTION_CLOSE);
+	return (h->llhttp_flags & F_CONNECTION_KEEP_ALIVE) != 0;
+}
+
+long
+http_keep_alive_timeout(const struct http_head *h, const char *base)
+{
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+		const char *p, *end;
+
+		if (!http_span_is(base, f->name, "keep-alive"))
+			continue;
+		p = base + f->value.off;
+		end = p + f->value.len;
+		for (; p + 8 <= end; p++) {
+			long v = 0;
+			bool digits = false;
+
+			if (strncasecmp(p, "timeout=", 8) != 0 ||
+			    (p > base + f->value.off && p[-1] != ',' && !is_ows(p[-1])))
+				continue;
+			for (p += 8; p < end && *p >= '0' && *p <= '9'; p++) {
+				digits = true;
+				if (v < 1000000)
+					v = v * 10 + (*p - '0');
+			}
+			if (digits)
+				return v;
+			break;
+		}
+	}
+	return -1;
+}
+
+bool
+http_method_is_idempotent(uint8_t method)
+{
+	switch (method) {
+	case HTTP_GET:
+	case HTTP_HEAD:
+	case HTTP_PUT:
+	case HTTP_DELETE:
+	case HTTP_OPTIONS:
+	case HTTP_TRACE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+enum body_kind
+http_request_body_kind(const struct http_head *req)
+{
+	if (req->llhttp_flags & F_CHUNKED)
+		return BODY_CHUNKED;
+	if (req->llhttp_flags & F_CONTENT_LENGTH)
+		return req->content_length ? BODY_LENGTH : BODY_NONE;
+	return BODY_NONE;
+}
+
+enum body_kind
+http_response_body_kind(const struct http_head *resp, uint8_t request_method)
+{
+	if (request_method == HTTP_HEAD || resp->status < 200 || resp->status == 204 ||
+	    resp->status == 304)
+		return BODY_NONE;
+	if (resp->llhttp_flags & F_CHUNKED)
+		return BODY_CHUNKED;
+	/* A transfer coding other than chunked last: only the close can end it. */
+	if (resp->llhttp_flags & F_TRANSFER_ENCODING)
+		return BODY_UNTIL_CLOSE;
+	if (resp->llhttp_flags & F_CONTENT_LENGTH)
+		return resp->content_length ? BODY_LENGTH : BODY_NONE;
+	return BODY_UNTIL_CLOSE;
+}
+
+/* ---- target parsing ------------------------------------------------------- */
+
+static bool
+is_reg_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+static bool
+is_ipv6_char(char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') || c == ':' ||
+	       c == '.';
+}
+
+int
+http_parse_target(const char *url, size_t len, struct http_target *t)
+{
+	const char *p = url, *end = url + len, *auth, *auth_end, *host, *host_end;
+	const char *colon = NULL;
+	size_t host_len;
+	unsigned long port = 80;
+
+	memset(t, 0, sizeof(*t));
+	if (len == 0 || url[0] == '/' || url[0] == '*')
+		return 400;   /* origin-form or asterisk-form: we are not the origin */
+	while (p < end && *p != ':' && *p != '/')
+		p++;
+	if (p + 3 > end || p[0] != ':' || p[1] != '/' || p[2] != '/')
+		return 400;
+	if ((size_t)(p - url) != 4 || strncasecmp(url, "http", 4) != 0)
+		return 501;   /* https:// in absolute form, ftp://, ... */
+	auth = p + 3;
+	auth_end = auth;
+	while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
+		auth_end++;
+	if (memchr(auth, '@', (size_t)(auth_end - auth)))
+		return 400;   /* userinfo is deprecated and a phishing tool (RFC 9110 4.2.4) */
+	host = auth;
+	if (host < auth_end && *host == '[') {
+		host_end = memchr(host, ']', (size_t)(auth_end - host));
+		if (!host_end)
+			return 400;
+		for (const char *c = host + 1; c < host_end; c++)
+			if (!is_ipv6_char(*c))
+				return 400;
+		if (host_end + 1 < auth_end) {
+			if (host_end[1] != ':')
+				return 400;
+			colon = host_end + 1;
+		}
+		host++;
+		t->ipv6_literal = true;
+	} else {
+		host_end = host;
+		while (host_end < auth_end && *host_end != ':') {
+			if (!is_reg_name_char(*host_end))
+				return 400;
+			host_end++;
+		}
+		if (host_end < auth_end)
+			colon = host_end;
+	}
+	host_len = (size_t)(host_end - host);
+	if (host_len == 0 || host_len >= sizeof(t->host))
+		return 400;
+	if (colon && colon + 1 < auth_end) {
+		port = 0;
+		for (const char *c = colon + 1; c < auth_end; c++) {
+			if (*c < '0' || *c > '9')
+				return 400;
+			port = port * 10 + (unsigned long)(*c - '0');
+			if (port > 65535)
+				return 400;
+		}
+		if (port == 0)
+			return 400;
+	}
+	for (size_t i = 0; i < host_len; i++)
+		t->host[i] = (char)((host[i] >= 'A' && host[i] <= 'Z') ? host[i] | 0x20 : host[i]);
+	t->host[host_len] = '\0';
+	t->port = (uint16_t)port;
+	/* RFC 9112 3.2.2: Host is the target URI's authority, as the client wrote it. */
+	snprintf(t->authority, sizeof(t->authority), "%.*s", (int)(auth_end - auth), auth);
+	if (colon && colon + 1 == auth_end)   /* "host:" means the default port */
+		t->authority[colon - auth] = '\0';
+	snprintf(t->key, sizeof(t->key), t->ipv6_literal ? "[%s]:%u" : "%s:%u", t->host,
+	         (unsigned)t->port);
+	/* A fragment never goes on the wire. */
+	{
+		const char *path_end = memchr(auth_end, '#', (size_t)(end - auth_end));
+
+		if (!path_end)
+			path_end = end;
+		if (auth_end == path_end) {
+			t->path = "/";
+			t->path_len = 1;
+		} else if (*auth_end == '?') {
+			/* "http://h?q" has an empty path; origin-form needs the slash. */
+			t->path = auth_end;
+			t->path_len = (size_t)(path_end - auth_end);
+		} else {
+			t->path = auth_end;
+			t->path_len = (size_t)(path_end - auth_end);
+		}
+	}
+	return 0;
+}
+
+/* ---- head writing --------------------------------------------------------- */
+
+struct writer {
+	char *p;
+	size_t left;
+	bool overflow;
+};
+
+static void
+put(struct writer *w, const char *s, size_t n)
+{
+	if (n > w->left) {
+		w->overflow = true;
+		w->left = 0;
+		return;
+	}
+	memcpy(w->p, s, n);
+	w->p += n;
+	w->left -= n;
+}
+
+static void
+puts_w(struct writer *w, const char *s)
+{
+	put(w, s, strlen(s));
+}
+
+static void
+put_field(struct writer *w, const char *base, const struct http_field *f)
+{
+	put(w, base + f->name.off, f->name.len);
+	put(w, ": ", 2);
+	put(w, base + f->value.off, f->value.len);
+	put(w, "\r\n", 2);
+}
+
+static void
+put_via(struct writer *w, uint8_t major, uint8_t minor)
+{
+	char via[64];
+	int n = snprintf(via, sizeof(via), "Via: %u.%u " VIA_NAME "\r\n", major, minor);
+
+	put(w, via, (size_t)n);
+}
+
+/* Should this field of h travel on to the next hop? */
+static bool
+forwarded(const struct http_head *h, const char *base, const struct http_field *f,
+          bool connection_seen)
+{
+	if (is_hop_by_hop(base, f->name))
+		return false;
+	return !connection_seen || !named_by_connection(h, base, f);
+}
+
+ssize_t
+http_write_request_head(char *out, size_t cap, const struct http_head *h, const char *base,
+                        const struct http_target *t)
+{
+	struct writer w = {out, cap, false};
+	bool connection_seen = has_connection_fields(h, base);
+	const char *method = llhttp_method_name((llhttp_method_t)h->method);
+
+	puts_w(&w, method);
+	put(&w, " ", 1);
+	if (t->path[0] == '?')
+		put(&w, "/", 1);
+	put(&w, t->path, t->path_len);
+	/* We speak HTTP/1.1 upstream whatever the client spoke (RFC 9110 6.2). */
+	puts_w(&w, " HTTP/1.1\r\nHost: ");
+	puts_w(&w, t->authority);
+	put(&w, "\r\n", 2);
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+
+		if (http_span_is(base, f->name, "host"))
+			continue;
+		if (forwarded(h, base, f, connection_seen))
+			put_field(&w, base, f);
+	}
+	put_via(&w, h->major, h->minor);
+	/* Always ask to keep the connection: pooling it is the point. */
+	puts_w(&w, "Connection: keep-alive\r\n\r\n");
+	return w.overflow ? -1 : (ssize_t)(cap - w.left);
+}
+
+ssize_t
+http_write_response_head(char *out, size_t cap, const struct http_head *h, const char *base,
+                         const struct response_plan *plan)
+{
+	struct writer w = {out, cap, false};
+	bool connection_seen = has_connection_fields(h, base);
+	char line[64];
+	int n;
+
+	/* Our own version towards the client, the origin's status and reason. */
+	n = snprintf(line, sizeof(line), "HTTP/1.%u %u ", plan->client_minor ? 1 : 0, h->status);
+	put(&w, line, (size_t)n);
+	put(&w, base + h->reason.off, h->reason.len);
+	put(&w, "\r\n", 2);
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+
+		if (plan->dechunk && http_span_is(base, f->name, "transfer-encoding"))
+			continue;
+		if (forwarded(h, base, f, connection_seen))
+			put_field(&w, base, f);
+	}
+	put_via(&w, h->major, h->minor);
+	if (h->status >= 200) {
+		if (!plan->client_keep_alive)
+			puts_w(&w, "Connection: close\r\n");
+		else if (plan->client_minor == 0)
+			puts_w(&w, "Connection: keep-alive\r\n");
+	}
+	put(&w, "\r\n", 2);
+	return w.overflow ? -1 : (ssize_t)(cap - w.left);
+}
+
+const char *
+http_status_reason(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
+	case 414: return "URI Too Long";
+	case 431: return "Request Header Fields Too Large";
+	case 500: return "Internal Server Error";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	default: return "Error";
+	}
+}
+
+ssize_t
+http_write_local_response(char *out, size_t cap, int status, const char *why, bool keep_alive,
+                          uint8_t client_minor)
+{
+	int n = snprintf(out, cap,
+	                 "HTTP/1.%u %d %s\r\n"
+	                 "Content-Type: text/plain; charset=utf-8\r\n"
+	                 "Content-Length: %zu\r\n"
+	                 "%s"
+	                 "\r\n"
+	                 "%s\n",
+	                 client_minor ? 1 : 0, status, http_status_reason(status),
+	                 strlen(why) + 1,
+	                 keep_alive ? (client_minor ? "" : "Connection: keep-alive\r\n")
+	                            : "Connection: close\r\n",
+	                 why);
+
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}

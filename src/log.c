@@ -1,0 +1,57 @@
+#include "kp/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <time.h>
+
+static enum log_level threshold = KP_LOG_INFO;
+
+static const char *const level_names[] = {
+	[KP_LOG_ERROR] = "error",
+	[KP_LOG_WARN] = "warn",
+	[KP_LOG_INFO] = "info",
+	[KP_LOG_DEBUG] = "debug",
+	[KP_LOG_TRACE] = "trace",
+};
+
+void
+log_set_verbosity(int verbosity)
+{
+	int level = KP_LOG_INFO + verbosity;
+
+	if (level > KP_LOG_TRACE)
+		level = KP_LOG_TRACE;
+	if (level < KP_LOG_ERROR)
+		level = KP_LOG_ERROR;
+	threshold = (enum log_level)level;
+}
+
+int
+log_enabled(enum log_level level)
+{
+	return level <= threshold;
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+	char line[1024];
+	struct timeval now;
+	struct tm tm;
+	va_list ap;
+	int n;
+
+	if (!log_enabled(level))
+		return;
+	gettimeofday(&now, NULL);
+	localtime_r(&now.tv_sec, &tm);
+	n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%03ld %s: ",
+	             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	             tm.tm_min, tm.tm_sec, (long)(now.tv_usec / 1000), level_names[level]);
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	/* One fputs per line keeps lines whole when stderr is shared. */
+	fprintf(stderr, "%s\n", line);
+}

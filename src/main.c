@@ -1,0 +1,42 @@
+#include <signal.h>
+#include <stdlib.h>
+
+#include <ev.h>
+
+#include "kp/config.h"
+#include "kp/log.h"
+#include "kp/server.h"
+
+int
+main(int argc, char **argv)
+{
+	struct kp_config cfg;
+	struct server srv;
+	struct ev_loop *loop;
+	int status = EXIT_SUCCESS;
+
+	config_defaults(&cfg);
+	switch (config_parse(&cfg, argc, argv, stdout, stderr)) {
+	case CONFIG_RUN:
+		break;
+	case CONFIG_EXIT_OK:
+		return EXIT_SUCCESS;
+	case CONFIG_ERROR:
+		return 2;
+	}
+	log_set_verbosity(cfg.verbosity);
+	/* A peer that vanishes must cost one connection, never the process. */
+	signal(SIGPIPE, SIG_IGN);
+	loop = ev_default_loop(EVFLAG_AUTO);
+	if (!loop) {
+		log_error("cannot initialise the event loop");
+		return EXIT_FAILURE;
+	}
+	if (server_init(&srv, loop, &cfg) < 0)
+		status = EXIT_FAILURE;
+	else
+		server_run(&srv);
+	server_shutdown(&srv);
+	ev_loop_destroy(loop);
+	return status;
+}

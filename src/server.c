@@ -1,0 +1,177 @@
+#include "kp/server.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kp/buf.h"
+#include "kp/client.h"
+#include "kp/dns.h"
+#include "kp/log.h"
+#include "kp/net.h"
+#include "kp/pool.h"
+#include "kp/stats.h"
+#include "kp/upstream.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Accepts per readiness event: a burst of connects must not starve established clients. */
+#define ACCEPTS_PER_EVENT 64
+/* fds kept back from clients: listener, resolver, stdio, logging. */
+#define FDS_RESERVED 32
+
+static void
+accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct server *srv = container_of(w, struct server, accept_watcher);
+
+	(void)loop;
+	(void)revents;
+	for (int i = 0; i < ACCEPTS_PER_EVENT && srv->nclients < srv->max_clients; i++) {
+		union dns_addr peer;
+		socklen_t len = sizeof(peer);
+		int fd = accept4(srv->listen_fd, &peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				log_warn("accept: %s (raise the fd limit or lower --max-clients)",
+				         strerror(errno));
+			else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			         errno != ECONNABORTED)
+				log_warn("accept: %s", strerror(errno));
+			break;
+		}
+		if (net_tune_client(fd, srv->cfg) < 0)
+			log_debug("client socket options: %s", strerror(errno));
+		client_new(srv, fd, &peer);
+	}
+	/* At the cap, leave further clients in the kernel's backlog. */
+	if (srv->nclients >= srv->max_clients)
+		ev_io_stop(srv->loop, &srv->accept_watcher);
+}
+
+void
+server_client_closed(struct server *srv)
+{
+	if (srv->listen_fd >= 0 && srv->nclients < srv->max_clients &&
+	    !ev_is_active(&srv->accept_watcher))
+		ev_io_start(srv->loop, &srv->accept_watcher);
+}
+
+static void
+reaper_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct server *srv = container_of(w, struct server, reaper);
+
+	(void)loop;
+	(void)revents;
+	client_reap(srv);
+	upstream_reap(srv);
+}
+
+static void
+signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	log_info("signal %d: stopping", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/*
+ * Each client may hold an upstream connection too, so two fds per client;
+ * raise the soft limit to the hard one and fit the client cap under it.
+ */
+static unsigned
+fit_clients_to_fd_limit(unsigned wanted)
+{
+	struct rlimit rl;
+	rlim_t usable;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return wanted;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	usable = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / 2 : 1;
+	if (usable < wanted) {
+		log_warn("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
+		         (unsigned long long)usable, wanted);
+		return (unsigned)usable;
+	}
+	return wanted;
+}
+
+int
+server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
+{
+	memset(srv, 0, sizeof(*srv));
+	srv->loop = loop;
+	srv->cfg = cfg;
+	srv->listen_fd = -1;
+	srv->max_clients = fit_clients_to_fd_limit(cfg->max_clients);
+	/* Room for the largest head plus the fields the proxy adds to it. */
+	buf_init(cfg->max_header_bytes + 1024);
+	srv->pool = pool_new(loop, cfg->max_idle_per_host, cfg->max_idle_total,
+	                     upstream_pool_dropped);
+	if (!srv->pool) {
+		log_error("out of memory");
+		return -1;
+	}
+	if (dns_init(loop, cfg) < 0) {
+		log_error("cannot start the resolver thread");
+		return -1;
+	}
+	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024);
+	if (srv->listen_fd < 0) {
+		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
+		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
+		return -1;
+	}
+	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
+	ev_io_start(loop, &srv->accept_watcher);
+	ev_signal_init(&srv->sigint_watcher, signal_cb, SIGINT);
+	ev_signal_start(loop, &srv->sigint_watcher);
+	ev_signal_init(&srv->sigterm_watcher, signal_cb, SIGTERM);
+	ev_signal_start(loop, &srv->sigterm_watcher);
+	ev_prepare_init(&srv->reaper, reaper_cb);
+	ev_prepare_start(loop, &srv->reaper);
+	log_info("keepalive-proxy %s listening on %s%s%s:%u (idle timeout %gs, %u idle per host, "
+	         "%u in all)",
+	         KP_VERSION, strchr(cfg->bind_addr, ':') ? "[" : "", cfg->bind_addr,
+	         strchr(cfg->bind_addr, ':') ? "]" : "", cfg->port, cfg->idle_timeout,
+	         cfg->max_idle_per_host, cfg->max_idle_total);
+	return 0;
+}
+
+void
+server_run(struct server *srv)
+{
+	ev_run(srv->loop, 0);
+}
+
+void
+server_shutdown(struct server *srv)
+{
+	if (srv->listen_fd >= 0) {
+		ev_io_stop(srv->loop, &srv->accept_watcher);
+		net_close(&srv->listen_fd);
+	}
+	while (srv->clients)
+		client_close(srv->clients);
+	if (srv->pool) {
+		pool_free(srv->pool);
+		srv->pool = NULL;
+	}
+	client_reap(srv);
+	upstream_reap(srv);
+	dns_shutdown();
+	ev_signal_stop(srv->loop, &srv->sigint_watcher);
+	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
+	ev_prepare_stop(srv->loop, &srv->reaper);
+	buf_drain_free_list();
+	stats_log_summary();
+}
