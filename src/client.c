@@ -382,6 +382,14 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 
 /* ---- requests ------------------------------------------------------------- */
 
+/* Answers a request whose head is parsed but not forwarded; the head is dropped. */
+static void
+refuse(struct client *c, int status, const char *why, bool keep_alive)
+{
+	buf_consume(c->in, c->head.head_len);
+	reply_local(c, status, why, keep_alive);
+}
+
 static void
 start_exchange(struct client *c)
 {
@@ -406,16 +414,16 @@ start_exchange(struct client *c)
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);
 	if (h->major != 1) {
-		reply_local(c, 505, "only HTTP/1.x is spoken here", false);
+		refuse(c, 505, "only HTTP/1.x is spoken here", false);
 		return;
 	}
 	if (h->method != HTTP_CONNECT)
 		status = http_parse_target(base + h->url.off, h->url.len, &ex->target);
 	if (status) {
-		reply_local(c, status,
-		            status == 501 ? "only http:// URLs are proxied"
-		                          : "the request-target must be an absolute http:// URL",
-		            true);
+		refuse(c, status,
+		       status == 501 ? "only http:// URLs are proxied"
+		                     : "the request-target must be an absolute http:// URL",
+		       true);
 		return;
 	}
 	pr.head = h;
@@ -424,17 +432,17 @@ start_exchange(struct client *c)
 	pr.client = &c->peer.sa;
 	verdict = policy_check(c->srv->cfg, &pr);
 	if (verdict.status) {
-		reply_local(c, verdict.status, verdict.why, true);
+		refuse(c, verdict.status, verdict.why, true);
 		return;
 	}
 	if (!(ex->req_head = buf_get())) {
-		reply_local(c, 503, "out of memory", false);
+		refuse(c, 503, "out of memory", false);
 		return;
 	}
 	n = http_write_request_head(buf_tail(ex->req_head), buf_room(ex->req_head), h, base,
 	                            &ex->target);
 	if (n < 0) {
-		reply_local(c, 431, "request head too large to forward", false);
+		refuse(c, 431, "request head too large to forward", false);
 		return;
 	}
 	ex->req_head->end = (size_t)n;
@@ -462,40 +470,48 @@ head_error_status(const struct http_parser *p)
 	}
 }
 
-/* Reads request heads out of c->in; with keep-alive, one after another. */
+/*
+ * Reads request heads out of c->in, one after another while each is answered
+ * at once (a local error with keep-alive, say). A nested call, from an
+ * exchange that finished inside this loop, only returns: the loop carries on,
+ * so a long pipeline never deepens the stack.
+ */
 static void
 process_input(struct client *c)
 {
-	enum http_parse_result r;
-
-	if (!c->in || buf_len(c->in) == 0) {
-		if (c->peer_eof) {
-			client_close(c);
-			return;
-		}
-		/* An idle client holds no buffer. */
-		buf_put(c->in);
-		c->in = NULL;
-		sync_watchers(c);
+	if (c->processing_input)
 		return;
-	}
-	r = http_parse_head(&c->parser, buf_head(c->in), buf_len(c->in));
-	switch (r) {
-	case HTTP_PARSE_MORE:
-		if (c->peer_eof) {
-			client_close(c);
-			return;
+	c->processing_input = true;
+	while (c->state == CLIENT_READING_HEAD) {
+		if (!c->in || buf_len(c->in) == 0) {
+			if (c->peer_eof) {
+				client_close(c);
+				break;
+			}
+			/* An idle client holds no buffer. */
+			buf_put(c->in);
+			c->in = NULL;
+			sync_watchers(c);
+			break;
 		}
-		sync_watchers(c);
-		break;
-	case HTTP_PARSE_ERROR:
-		reply_local(c, head_error_status(&c->parser), http_parser_error_text(&c->parser),
-		            false);
-		break;
-	case HTTP_PARSE_DONE:
-		start_exchange(c);
-		break;
+		switch (http_parse_head(&c->parser, buf_head(c->in), buf_len(c->in))) {
+		case HTTP_PARSE_MORE:
+			if (c->peer_eof)
+				client_close(c);
+			else
+				sync_watchers(c);
+			c->processing_input = false;
+			return;
+		case HTTP_PARSE_ERROR:
+			reply_local(c, head_error_status(&c->parser),
+			            http_parser_error_text(&c->parser), false);
+			break;
+		case HTTP_PARSE_DONE:
+			start_exchange(c);
+			break;
+		}
 	}
+	c->processing_input = false;
 }
 
 /* ---- the exchange --------------------------------------------------------- */

@@ -573,8 +573,11 @@ http_write_response_head(char *out, size_t cap, const struct http_head *h, const
 	char line[64];
 	int n;
 
-	/* Our own version towards the client, the origin's status and reason. */
-	n = snprintf(line, sizeof(line), "HTTP/1.%u %u ", plan->client_minor ? 1 : 0, h->status);
+	/*
+	 * Our own version towards the client (RFC 9110 6.2: the highest we speak,
+	 * even to an HTTP/1.0 client; framing below still suits that client).
+	 */
+	n = snprintf(line, sizeof(line), "HTTP/1.1 %u ", h->status);
 	put(&w, line, (size_t)n);
 	put(&w, base + h->reason.off, h->reason.len);
 	put(&w, "\r\n", 2);
@@ -621,13 +624,13 @@ http_write_local_response(char *out, size_t cap, int status, const char *why, bo
                           uint8_t client_minor)
 {
 	int n = snprintf(out, cap,
-	                 "HTTP/1.%u %d %s\r\n"
+	                 "HTTP/1.1 %d %s\r\n"
 	                 "Content-Type: text/plain; charset=utf-8\r\n"
 	                 "Content-Length: %zu\r\n"
 	                 "%s"
 	                 "\r\n"
 	                 "%s\n",
-	                 client_minor ? 1 : 0, status, http_status_reason(status),
+	                 status, http_status_reason(status),
 	                 strlen(why) + 1,
 	                 keep_alive ? (client_minor ? "" : "Connection: keep-alive\r\n")
 	                            : "Connection: close\r\n",

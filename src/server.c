@@ -98,7 +98,7 @@ fit_clients_to_fd_limit(unsigned wanted)
 	}
 	usable = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / 2 : 1;
 	if (usable < wanted) {
-		log_warn("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
+		log_info("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
 		         (unsigned long long)usable, wanted);
 		return (unsigned)usable;
 	}

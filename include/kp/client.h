@@ -80,6 +80,7 @@ struct client {
 	struct buf *in;               /* bytes from the client; NULL when idle */
 	struct buf *out;              /* a response head or local response to send */
 	bool peer_eof;                /* the client shut its sending side */
+	bool processing_input;        /* process_input() is on the stack */
 	struct http_parser parser;
 	struct http_head head;
 	struct exchange ex;
