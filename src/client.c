@@ -543,6 +543,11 @@ client_upstream_ready(struct client *c, struct upstream *up)
 {
 	c->ex.connecting = NULL;
 	c->ex.up = up;
+	/* What the previous connection did (on a retry) says nothing about this one. */
+	c->ex.upstream_eof = false;
+	c->ex.upstream_reset = false;
+	c->ex.upstream_write_failed = false;
+	c->ex.resp_received = 0;
 	up->owner = c;
 	http_parser_start(&up->parser, &up->head);
 	set_state(c, CLIENT_EXCHANGING);
@@ -583,7 +588,6 @@ upstream_lost(struct client *c, const char *why)
 	ex->retries++;
 	ex->req = REQ_SENDING;
 	ex->req_head_sent = 0;
-	ex->upstream_write_failed = false;
 	set_state(c, CLIENT_WAITING_UPSTREAM);
 	pending = upstream_acquire(c->srv, c, ex->target.host, ex->target.port, ex->target.key,
 	                           false);

@@ -124,7 +124,8 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	unsigned long n;
 	int c;
 
-	optind = 1;
+	/* 0, not 1: GNU getopt then also forgets a half-read "-vV" cluster. */
+	optind = 0;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:b:t:m:M:vVh", long_options, NULL)) != -1) {
 		const char *bad = NULL;

@@ -65,9 +65,10 @@ parse_chunk_size(const char *p, size_t line_len, uint64_t *size)
 	if (end == 0 || hex_value(p[0]) < 0)
 		return -1;
 	for (; i < end && (d = hex_value(p[i])) >= 0; i++) {
-		v = v * 16 + (uint64_t)d;
-		if (v > FRAME_MAX_CHUNK)
+		/* Checked before the shift, which could otherwise wrap around. */
+		if (v > FRAME_MAX_CHUNK >> 4)
 			return -1;
+		v = v * 16 + (uint64_t)d;
 	}
 	while (i < end && (p[i] == ' ' || p[i] == '\t'))
 		i++;

@@ -46,6 +46,13 @@ on_status(llhttp_t *ll, const char *at, size_t len)
 	return 0;
 }
 
+static bool
+is_tchar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 /*
  * llhttp hands a name or value over in pieces when it straddles two reads;
  * the pieces are contiguous in the message, so a piece either starts a new
@@ -80,10 +87,22 @@ on_header_field_complete(llhttp_t *ll)
 	struct http_parser *p = parser_of(ll);
 	struct http_field *f = &p->head->fields[p->head->nfields - 1];
 
+	/*
+	 * A name is a token (RFC 9110 5.1). Whitespace before the colon in
+	 * particular is a smuggling vector that RFC 9112 5.1 says to reject.
+	 */
+	if (f->name.len == 0)
+		goto bad;
+	for (uint32_t i = 0; i < f->name.len; i++)
+		if (!is_tchar(p->base[f->name.off + i]))
+			goto bad;
 	p->in_name = false;
 	/* An empty value gets no callback; leave it pointing past the name. */
 	f->value.off = f->name.off + f->name.len;
 	return 0;
+bad:
+	p->error = HTTP_HEAD_MALFORMED;
+	return -1;
 }
 
 static int
@@ -104,7 +123,20 @@ on_header_value(llhttp_t *ll, const char *at, size_t len)
 static int
 on_header_value_complete(llhttp_t *ll)
 {
-	parser_of(ll)->in_value = false;
+	struct http_parser *p = parser_of(ll);
+	const struct http_field *f = &p->head->fields[p->head->nfields - 1];
+
+	p->in_value = false;
+	/*
+	 * An obs-fold would be forwarded as a line break inside a value; RFC 9112
+	 * 5.2 lets a proxy reject it instead of unfolding, and nothing current
+	 * sends one.
+	 */
+	if (memchr(p->base + f->value.off, '\n', f->value.len) ||
+	    memchr(p->base + f->value.off, '\r', f->value.len)) {
+		p->error = HTTP_HEAD_MALFORMED;
+		return -1;
+	}
 	return 0;
 }
 
@@ -120,6 +152,15 @@ on_headers_complete(llhttp_t *ll)
 	h->status = ll->status_code;
 	h->llhttp_flags = ll->flags;
 	h->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
+	/*
+	 * RFC 9112 6.3: a request whose transfer coding does not end in chunked
+	 * has no knowable length; it must be refused, not guessed at.
+	 */
+	if (ll->type == HTTP_REQUEST && (ll->flags & F_TRANSFER_ENCODING) &&
+	    !(ll->flags & F_CHUNKED)) {
+		p->error = HTTP_HEAD_MALFORMED;
+		return -1;
+	}
 	p->complete = true;
 	/* Stop here: the body is framed by the proxy, not by llhttp. */
 	return HPE_PAUSED;
