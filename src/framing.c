@@ -51,7 +51,9 @@ hex_value(char c)
 
 /*
  * chunk-size [ BWS ; chunk-ext ] CRLF. Extensions are passed on, not
- * interpreted, so only their absence of control bytes is checked.
+ * interpreted, so only their absence of control bytes is checked. Every line
+ * must end in CRLF: a bare LF is where the proxy and an origin could disagree
+ * about where a message ends, which is how requests get smuggled.
  */
 static int
 parse_chunk_size(const char *p, size_t line_len, uint64_t *size)
@@ -60,8 +62,9 @@ parse_chunk_size(const char *p, size_t line_len, uint64_t *size)
 	uint64_t v = 0;
 	int d;
 
-	if (end > 0 && p[end - 1] == '\r')
-		end--;
+	if (end == 0 || p[end - 1] != '\r')
+		return -1;
+	end--;
 	if (end == 0 || hex_value(p[0]) < 0)
 		return -1;
 	for (; i < end && (d = hex_value(p[i])) >= 0; i++) {
@@ -111,16 +114,11 @@ framer_next(struct framer *f, const char *p, size_t len, enum span_kind *kind)
 		*kind = SPAN_FRAMING;
 		return n;
 	case FRAME_CHUNK_END:
-		if (p[0] == '\n')
-			n = 1;
-		else if (p[0] != '\r')
+		if (p[0] != '\r' || (len >= 2 && p[1] != '\n'))
 			return -1;
-		else if (len < 2)
+		if (len < 2)
 			return 0;
-		else if (p[1] != '\n')
-			return -1;
-		else
-			n = 2;
+		n = 2;
 		f->left = FRAME_CHUNK_SIZE;
 		*kind = SPAN_FRAMING;
 		return n;
@@ -128,8 +126,10 @@ framer_next(struct framer *f, const char *p, size_t len, enum span_kind *kind)
 		n = line_length(p, len);
 		if (n <= 0)
 			return n;
+		if (n < 2 || p[n - 2] != '\r')
+			return -1;
 		/* An empty line ends the trailer section and the message. */
-		if (n == 1 || (n == 2 && p[0] == '\r'))
+		if (n == 2)
 			f->left = FRAME_DONE;
 		else if (p[0] == ' ' || p[0] == '\t' || p[0] == ':')
 			return -1;
