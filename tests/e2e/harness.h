@@ -1,0 +1,187 @@
+/*
+ * End-to-end test driver: runs the daemon (and other programs) as child
+ * processes, picks free ports, and talks HTTP to the proxy as a client.
+ *
+ * Everything a test starts is recorded here and cleaned up by the per-test
+ * teardown, also when an assertion fails half-way; the logs of the daemon and
+ * of any helper program are printed when a test fails.
+ */
+#ifndef KP_E2E_HARNESS_H
+#define KP_E2E_HARNESS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+
+#include "wire.h"
+
+/* ---- Test cases ---- */
+
+/*
+ * A scenario file lists its tests with E2E_TEST(fn), where fn is
+ * `static void fn(void)`, and ends main() with E2E_RUN("name", tests).
+ * The harness runs each test between its own setup and teardown.
+ */
+struct e2e_case {
+	void (*fn)(void);
+};
+
+void e2e_run(void **state);
+int e2e_setup(void **state);
+int e2e_teardown(void **state);
+int e2e_main(const char *group, const struct CMUnitTest *tests, size_t count);
+
+#define E2E_TEST(f)                                                                                \
+	{                                                                                          \
+		.name = #f, .test_func = e2e_run, .setup_func = e2e_setup,                         \
+		.teardown_func = e2e_teardown, .initial_state = &(struct e2e_case){f},             \
+	}
+#define E2E_RUN(group, tests) e2e_main((group), (tests), sizeof(tests) / sizeof((tests)[0]))
+
+/* Runs fn(arg) at teardown unless cancelled; used for anything a test starts. */
+void harness_defer(void (*fn)(void *), void *arg);
+void harness_cancel(void (*fn)(void *), void *arg);
+/* Runs fn(arg) at teardown, before the deferred clean-ups, if the test failed. */
+void harness_on_failure(void (*fn)(void *), void *arg);
+void harness_cancel_on_failure(void (*fn)(void *), void *arg);
+/* Prints this file (its tail) if the current test fails. */
+void harness_watch_log(const char *path, const char *label);
+void harness_unwatch_log(const char *path);
+/* A fresh directory, removed with its contents at teardown. Returns a static-lifetime copy. */
+const char *harness_temp_dir(void);
+
+/* ---- Time ---- */
+
+double now_s(void); /* monotonic seconds */
+void sleep_ms(int ms);
+
+/* ---- Ports and processes ---- */
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+int free_port(void);
+
+/*
+ * Starts argv[0] (a path) with stdin from /dev/null and stdout+stderr appended
+ * to log_path (NULL: /dev/null). The child dies with the test process. The
+ * pid is recorded so that teardown stops it if the test does not.
+ */
+pid_t spawn_process(const char *const argv[], const char *log_path);
+/* Waits up to timeout_ms for pid to exit. Returns true and the wait status if it did. */
+bool wait_process(pid_t pid, int timeout_ms, int *status);
+/* Sends sig to pid (one we started), waits up to timeout_ms, then SIGKILL. Returns the wait status.
+ */
+int stop_process(pid_t pid, int sig, int timeout_ms);
+/* Runs a program to completion. Returns its exit code, or -1 (killed, timed out). */
+int run_process(const char *const argv[], const char *log_path, int timeout_ms);
+/* True once pid is alive and itself listens on 127.0.0.1:port. */
+bool wait_listening(pid_t pid, int port, int timeout_ms);
+bool process_alive(pid_t pid);
+/* Describes a wait status ("exit 0", "killed by signal 11"). */
+const char *describe_status(int status, char *buf, size_t size);
+
+/*
+ * Path of a required program: $env_override if set, else found in PATH or
+ * the sbin directories. Fails the test with a clear message if missing.
+ * The result lives until teardown.
+ */
+const char *require_program(const char *name, const char *env_override);
+
+/* Whole file into memory (NUL-terminated); NULL if unreadable. */
+char *read_file_all(const char *path, size_t *len);
+/* Writes len pattern bytes to path. */
+void write_pattern_file(const char *path, uint64_t len);
+
+/* ---- The proxy under test ---- */
+
+struct proxy {
+	pid_t pid;
+	int port;
+	bool running;
+	char log_path[256];
+};
+
+/*
+ * Starts $KP_BINARY -p PORT -b 127.0.0.1 -v [extra_args...] (extra_args is
+ * NULL-terminated or NULL) and waits until it accepts connections.
+ */
+void proxy_start(struct proxy *p, const char *const extra_args[]);
+/* SIGTERM; asserts a clean exit (status 0) within 5 s. */
+void proxy_stop(struct proxy *p);
+/* Same with any signal; returns the seconds it took to exit. */
+double proxy_stop_with(struct proxy *p, int sig);
+/* Fails the test if the daemon has died. */
+void proxy_assert_alive(struct proxy *p);
+
+/* ---- Clients ---- */
+
+#define CLIENT_TIMEOUT_MS 10000
+#define CLIENT_KEEP_BODY (1024u * 1024u) /* bytes of a response body kept for inspection */
+
+struct client {
+	int fd;
+	struct wire w;
+};
+
+/* Connects to 127.0.0.1:port (blocking, 10 s receive/send timeouts). */
+void client_open(struct client *c, int port);
+void client_close(struct client *c);
+/* Closes with a reset (SO_LINGER 0). */
+void client_abort(struct client *c);
+/* Returns 0 or -errno. */
+int client_send(struct client *c, const void *data, size_t len);
+void client_sendf(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Sends len pattern bytes (offsets 0..len-1), raw or in chunked coding. */
+void client_send_pattern(struct client *c, uint64_t len);
+void client_send_pattern_chunked(struct client *c, uint64_t len, size_t chunk);
+
+struct response {
+	struct msg_head head; /* head.status, head.minor, head.headers */
+	struct body body;
+	struct header_list trailers;
+	enum framing framing;
+	unsigned nchunks;
+	unsigned ninterim; /* 1xx responses skipped before this one */
+	int interim[8];
+	char why[256]; /* detail when reading failed */
+};
+
+#define RESP_HEAD 1u    /* the request was HEAD: no body */
+#define RESP_INTERIM 2u /* return 1xx responses instead of skipping them */
+
+/* Reads one response. Returns WIRE_OK or a WIRE_* error. */
+int client_read_response(struct client *c, struct response *r, unsigned flags);
+void response_free(struct response *r);
+const char *resp_header(const struct response *r, const char *name);
+/* Prints a response summary to the error stream (for failure messages). */
+void response_print(const struct response *r);
+
+/* True if the peer closes (or resets) within timeout_ms with no further data. */
+bool client_eof(struct client *c, int timeout_ms);
+
+/* Authority ("host:port") of an absolute http URL. */
+const char *url_authority(const char *url, char *buf, size_t size);
+
+/*
+ * One request on a new connection, closed afterwards: "METHOD url HTTP/1.1"
+ * with Host and User-Agent. The response is read (asserted OK) into r.
+ */
+void fetch(int proxy_port, const char *method, const char *url, struct response *r);
+
+/* Assertions with useful messages. */
+void harness_read_ok(struct client *c, struct response *r, unsigned flags, const char *file,
+                     int line);
+void harness_assert_status(const struct response *r, int status, const char *file, int line);
+void harness_assert_eof(struct client *c, int timeout_ms, const char *file, int line);
+void harness_assert_body(const struct response *r, const char *text, const char *file, int line);
+
+#define read_response_ok(c, r, flags) harness_read_ok((c), (r), (flags), __FILE__, __LINE__)
+#define assert_status(r, s) harness_assert_status((r), (s), __FILE__, __LINE__)
+#define assert_client_eof(c, ms) harness_assert_eof((c), (ms), __FILE__, __LINE__)
+#define assert_body(r, text) harness_assert_body((r), (text), __FILE__, __LINE__)
+
+#endif

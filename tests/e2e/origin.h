@@ -1,0 +1,116 @@
+/*
+ * A scriptable HTTP/1.1 origin server for the end-to-end tests.
+ *
+ * It listens on 127.0.0.1 (a free port), accepts connections in a background
+ * thread and serves each connection in a thread of its own with blocking
+ * sockets. Every request is parsed strictly (see wire.h), recorded, and
+ * handed to the test's handler, which answers with the helpers below. A
+ * handler is called once per request and may see several requests on one
+ * connection (keep-alive); it decides what happens to the connection.
+ *
+ * Requests carrying "Expect: 100-continue" reach the handler with the body
+ * still unread, so it can send 100 Continue (or not) first; every other
+ * request reaches it with the body already read. A body the handler leaves
+ * unread is read after it returns.
+ */
+#ifndef KP_E2E_ORIGIN_H
+#define KP_E2E_ORIGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+#define ORIGIN_KEEP_BODY (64u * 1024u) /* bytes of a request body kept in body.data */
+
+struct origin;
+struct origin_conn;
+
+struct origin_request {
+	unsigned conn_no;     /* 1-based accept order of its connection */
+	unsigned seq;         /* 1-based position on that connection */
+	struct msg_head head; /* head.method, head.target, head.minor, head.headers */
+	enum framing framing; /* FRAMING_NONE, FRAMING_LENGTH or FRAMING_CHUNKED */
+	struct body body;     /* len, fnv, pattern_ok, first bytes in data */
+	struct header_list trailers;
+	unsigned nchunks;
+	bool expects_continue; /* Expect: 100-continue */
+	bool body_complete;    /* the whole body arrived intact */
+	bool published;        /* visible through origin_request_at() */
+};
+
+typedef void (*origin_handler)(struct origin_conn *c, const struct origin_request *req, void *arg);
+
+/* Starts an origin; it is stopped at teardown unless origin_stop() comes first. */
+struct origin *origin_start(origin_handler handler, void *arg);
+void origin_stop(struct origin *o);
+int origin_port(const struct origin *o);
+/* "http://127.0.0.1:PORT" followed by path. */
+const char *origin_url(const struct origin *o, const char *path, char *buf, size_t size);
+
+/* TCP connections accepted so far. */
+unsigned origin_connection_count(struct origin *o);
+/* Connections on which the peer (the proxy) closed or reset while the origin waited for a request.
+ */
+unsigned origin_peer_closed_count(struct origin *o);
+/* Requests recorded so far, in the order their bodies completed. */
+unsigned origin_request_count(struct origin *o);
+const struct origin_request *origin_request_at(struct origin *o, unsigned index);
+/* The most recent request; fails the test if there is none. */
+const struct origin_request *origin_last_request(struct origin *o);
+/* Requests with this method and target. */
+unsigned origin_count_requests(struct origin *o, const char *method, const char *target);
+bool origin_wait_requests(struct origin *o, unsigned n, int timeout_ms);
+bool origin_wait_peer_closed(struct origin *o, unsigned n, int timeout_ms);
+
+/* Prints what the origin saw (connections, requests); done automatically when a test fails. */
+void origin_print_summary(struct origin *o);
+
+/* Protocol errors seen (malformed requests from the proxy and the like). */
+unsigned origin_error_count(struct origin *o);
+void origin_assert_clean(struct origin *o, const char *file, int line);
+#define assert_origin_clean(o) origin_assert_clean((o), __FILE__, __LINE__)
+
+/* ---- For handlers ---- */
+
+unsigned origin_conn_no(const struct origin_conn *c);
+bool origin_send(struct origin_conn *c, const void *data, size_t len);
+bool origin_sendf(struct origin_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* len pattern bytes starting at pattern offset off. */
+bool origin_send_pattern(struct origin_conn *c, uint64_t off, uint64_t len);
+
+/*
+ * Complete HTTP/1.1 responses. headers holds extra field lines, each ended by
+ * CRLF, or NULL. For a HEAD request the body is left out (the framing fields
+ * stay).
+ */
+bool origin_reply(struct origin_conn *c, int status, const char *headers, const char *body);
+bool origin_reply_pattern(struct origin_conn *c, int status, const char *headers, uint64_t len);
+/* Transfer-Encoding: chunked, chunks of at most chunk bytes, then trailers (field lines or NULL).
+ */
+bool origin_reply_chunked(struct origin_conn *c, int status, const char *headers, const char *body,
+                          size_t chunk, const char *trailers);
+bool origin_reply_chunked_pattern(struct origin_conn *c, int status, const char *headers,
+                                  uint64_t len, size_t chunk, const char *trailers);
+/* No Content-Length, no chunking: the body then the connection closes. */
+bool origin_reply_close_delimited(struct origin_conn *c, int status, const char *headers,
+                                  const char *body);
+
+bool origin_send_continue(struct origin_conn *c);
+/* Reads the body of an Expect: 100-continue request (a no-op if already read). */
+bool origin_read_body(struct origin_conn *c, const struct origin_request *req);
+
+/* Close (FIN) after what was sent; no further requests on this connection. */
+void origin_close(struct origin_conn *c);
+/* Close with a reset (SO_LINGER 0). */
+void origin_reset(struct origin_conn *c);
+/* After this response, close the connection if no request arrives within ms. */
+void origin_close_when_idle(struct origin_conn *c, int ms);
+/* Send nothing; return once the peer closes, the origin stops or max_ms pass. */
+void origin_stay_silent(struct origin_conn *c, int max_ms);
+/* Sleeps ms (cut short when the origin stops). */
+void origin_pause(struct origin_conn *c, int ms);
+
+#endif

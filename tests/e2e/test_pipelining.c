@@ -1,0 +1,206 @@
+/*
+ * Pipelining: several requests written at once on one client connection are
+ * answered in order, whatever the origin's timing.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "origin.h"
+
+#define BIG_LEN (200u * 1024u + 3u)
+
+static struct proxy px;
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	const char *t = req->head.target;
+	char body[256];
+
+	(void)arg;
+	if (strcmp(t, "/slow") == 0) {
+		origin_pause(c, 300);
+		origin_reply(c, 200, NULL, "slow");
+	} else if (strcmp(t, "/big") == 0) {
+		origin_reply_pattern(c, 200, NULL, BIG_LEN);
+	} else if (strncmp(t, "/p/", 3) == 0) {
+		snprintf(body, sizeof(body), "body %s%s%s", t + 3, req->body.len ? " " : "",
+		         req->body.len ? req->body.data : "");
+		origin_reply(c, 200, NULL, body);
+	} else {
+		origin_reply(c, 404, NULL, "no");
+	}
+}
+
+/* Appends "GET url HTTP/1.1" + Host (+ extra fields) to buf. */
+static void
+add_request(char *buf, size_t size, const char *method, struct origin *og, const char *path,
+            const char *extra)
+{
+	size_t used = strlen(buf);
+	char url[128];
+
+	snprintf(buf + used, size - used, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n", method,
+	         origin_url(og, path, url, sizeof(url)), origin_port(og), extra ? extra : "");
+}
+
+static void
+expect_text(struct client *c, const char *body)
+{
+	struct response r;
+
+	read_response_ok(c, &r, 0);
+	assert_status(&r, 200);
+	assert_body(&r, body);
+	response_free(&r);
+}
+
+static void
+three_gets_in_one_send(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	char req[2048] = "";
+
+	proxy_start(&px, NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/a", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/b", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/c", NULL);
+	client_open(&c, px.port);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "body a");
+	expect_text(&c, "body b");
+	expect_text(&c, "body c");
+	/* The connection is still good for more. */
+	req[0] = '\0';
+	add_request(req, sizeof(req), "GET", og, "/p/d", NULL);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "body d");
+	client_close(&c);
+	assert_int_equal(origin_request_count(og), 4);
+	assert_origin_clean(og);
+	proxy_stop(&px);
+}
+
+static void
+slow_first_response_keeps_order(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char req[2048] = "";
+
+	proxy_start(&px, NULL);
+	add_request(req, sizeof(req), "GET", og, "/slow", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/b", NULL);
+	add_request(req, sizeof(req), "GET", og, "/big", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/d", NULL);
+	client_open(&c, px.port);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "slow");
+	expect_text(&c, "body b");
+	read_response_ok(&c, &r, 0);
+	assert_status(&r, 200);
+	assert_int_equal(r.body.len, BIG_LEN);
+	assert_true(r.body.pattern_ok);
+	response_free(&r);
+	expect_text(&c, "body d");
+	client_close(&c);
+	assert_origin_clean(og);
+	proxy_stop(&px);
+}
+
+static void
+last_pipelined_request_closes(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	char req[2048] = "";
+
+	proxy_start(&px, NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/1", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/2", NULL);
+	add_request(req, sizeof(req), "GET", og, "/p/3", "Connection: close\r\n");
+	client_open(&c, px.port);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "body 1");
+	expect_text(&c, "body 2");
+	expect_text(&c, "body 3");
+	assert_client_eof(&c, 3000);
+	client_close(&c);
+	/* The client's close is not the origin's business. */
+	assert_int_equal(origin_connection_count(og), 1);
+	assert_origin_clean(og);
+	proxy_stop(&px);
+}
+
+static void
+pipelined_bodies_and_head(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char req[2048] = "";
+
+	proxy_start(&px, NULL);
+	add_request(req, sizeof(req), "POST", og, "/p/x", "Content-Length: 5\r\n");
+	strcat(req, "hello");
+	add_request(req, sizeof(req), "HEAD", og, "/big", NULL);
+	add_request(req, sizeof(req), "PUT", og, "/p/y", "Transfer-Encoding: chunked\r\n");
+	strcat(req, "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+	add_request(req, sizeof(req), "GET", og, "/p/z", NULL);
+	client_open(&c, px.port);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "body x hello");
+	read_response_ok(&c, &r, RESP_HEAD);
+	assert_status(&r, 200);
+	assert_int_equal(r.body.len, 0);
+	response_free(&r);
+	expect_text(&c, "body y abcdefg");
+	expect_text(&c, "body z");
+	client_close(&c);
+	assert_int_equal(origin_request_count(og), 4);
+	assert_origin_clean(og);
+	proxy_stop(&px);
+}
+
+static void
+pipelined_to_two_origins(void)
+{
+	struct origin *a = origin_start(handle, NULL);
+	struct origin *b = origin_start(handle, NULL);
+	struct client c;
+	char req[2048] = "";
+
+	proxy_start(&px, NULL);
+	/* The slow answer comes from one origin, the fast ones from another. */
+	add_request(req, sizeof(req), "GET", a, "/slow", NULL);
+	add_request(req, sizeof(req), "GET", b, "/p/b", NULL);
+	add_request(req, sizeof(req), "GET", a, "/p/c", NULL);
+	add_request(req, sizeof(req), "GET", b, "/p/d", NULL);
+	client_open(&c, px.port);
+	assert_int_equal(client_send(&c, req, strlen(req)), 0);
+	expect_text(&c, "slow");
+	expect_text(&c, "body b");
+	expect_text(&c, "body c");
+	expect_text(&c, "body d");
+	client_close(&c);
+	assert_int_equal(origin_request_count(a), 2);
+	assert_int_equal(origin_request_count(b), 2);
+	assert_origin_clean(a);
+	assert_origin_clean(b);
+	proxy_stop(&px);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(three_gets_in_one_send),        E2E_TEST(slow_first_response_keeps_order),
+		E2E_TEST(last_pipelined_request_closes), E2E_TEST(pipelined_bodies_and_head),
+		E2E_TEST(pipelined_to_two_origins),
+	};
+
+	return E2E_RUN("e2e_pipelining", tests);
+}

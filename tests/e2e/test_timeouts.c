@@ -1,0 +1,116 @@
+/*
+ * Timeouts on the client side and in the middle of an exchange:
+ * --client-timeout closes idle client connections, --io-timeout ends an
+ * exchange whose origin stalls half-way through a body.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "origin.h"
+
+static struct proxy px;
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)arg;
+	if (strcmp(req->head.target, "/stall") == 0) {
+		/* Promise a megabyte, deliver a little, then nothing. */
+		origin_sendf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n");
+		origin_send_pattern(c, 0, 1000);
+		origin_stay_silent(c, 20000);
+	} else {
+		origin_reply(c, 200, NULL, "ok");
+	}
+}
+
+static void
+idle_client_is_closed(void)
+{
+	static const char *const args[] = {"--client-timeout", "1", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char url[128];
+	double t0;
+
+	proxy_start(&px, args);
+	/* Never sends a request. */
+	client_open(&c, px.port);
+	t0 = now_s();
+	assert_client_eof(&c, 4000);
+	if (now_s() - t0 < 0.8)
+		fail_msg("idle client closed after %.2f s with --client-timeout 1", now_s() - t0);
+	client_close(&c);
+
+	/* Idle after a request on a keep-alive connection. */
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+	             origin_url(og, "/ok", url, sizeof(url)), origin_port(og));
+	read_response_ok(&c, &r, 0);
+	assert_status(&r, 200);
+	response_free(&r);
+	t0 = now_s();
+	assert_client_eof(&c, 4000);
+	if (now_s() - t0 < 0.8)
+		fail_msg("idle client closed after %.2f s with --client-timeout 1", now_s() - t0);
+	client_close(&c);
+	proxy_stop(&px);
+}
+
+static void
+stalled_origin_body_ends_exchange(void)
+{
+	static const char *const args[] = {"--io-timeout", "1", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char url[128];
+	double t0;
+	int rc;
+
+	proxy_start(&px, args);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+	             origin_url(og, "/stall", url, sizeof(url)), origin_port(og));
+	t0 = now_s();
+	rc = client_read_response(&c, &r, 0);
+	/* The client learns that the body is incomplete: the connection ends early. */
+	if (rc != WIRE_TRUNC && rc != WIRE_IO) {
+		print_error("expected the connection to end inside the body, got: %s\n",
+		            wire_strerror(rc));
+		response_print(&r);
+		fail();
+	}
+	assert_int_equal(r.head.status, 200);
+	assert_int_equal(r.body.len, 1000);
+	assert_true(r.body.pattern_ok);
+	response_free(&r);
+	if (now_s() - t0 < 0.8 || now_s() - t0 > 4.0)
+		fail_msg("the stalled exchange ended after %.2f s with --io-timeout 1",
+		         now_s() - t0);
+	client_close(&c);
+	/* The stalled upstream connection is closed, not pooled. */
+	if (!origin_wait_peer_closed(og, 1, 3000))
+		fail_msg("the stalled upstream connection was not closed");
+	{
+		struct response ok;
+
+		fetch(px.port, "GET", origin_url(og, "/ok", url, sizeof(url)), &ok);
+		assert_status(&ok, 200);
+		response_free(&ok);
+	}
+	proxy_stop(&px);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(idle_client_is_closed),
+		E2E_TEST(stalled_origin_body_ends_exchange),
+	};
+
+	return E2E_RUN("e2e_timeouts", tests);
+}
