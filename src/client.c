@@ -56,6 +56,8 @@ state_timeout(const struct client *c)
 		return cfg->io_timeout;
 	case CLIENT_SENDING_LOCAL:
 		return cfg->io_timeout;
+	case CLIENT_TUNNEL:
+		return cfg->tunnel_timeout;
 	case CLIENT_LINGERING:
 	case CLIENT_CLOSED:
 		break;
@@ -82,6 +84,7 @@ static const char *const state_names[] = {
 	[CLIENT_READING_HEAD] = "reading-head",
 	[CLIENT_WAITING_UPSTREAM] = "waiting-upstream",
 	[CLIENT_EXCHANGING] = "exchanging",
+	[CLIENT_TUNNEL] = "tunnel",
 	[CLIENT_SENDING_LOCAL] = "sending-local",
 	[CLIENT_LINGERING] = "lingering",
 	[CLIENT_CLOSED] = "closed",
@@ -118,6 +121,30 @@ has_room(const struct buf *b)
 }
 
 /*
+ * Response payload goes past user space when nothing read into the buffer is
+ * still waiting (relayd's rule: splice only from a clean state) and the
+ * framer says payload comes next; the splice is bounded by what is left.
+ */
+static bool
+response_splices(const struct exchange *ex)
+{
+	return !ex->copy_body && ex->resp == RESP_BODY && ex->resp_pending == 0 &&
+	       (!ex->up->in || buf_len(ex->up->in) == 0) &&
+	       (ex->resp_body.left > 0 || ex->resp_body.left == FRAME_UNTIL_CLOSE);
+}
+
+/* Is there somewhere to put more response bytes from the origin? */
+static bool
+response_can_pull(const struct exchange *ex)
+{
+	if (ex->resp == RESP_DONE || ex->upstream_eof)
+		return false;
+	if (response_splices(ex))
+		return mover_has_room(&ex->resp_mover);
+	return has_room(ex->up->in);
+}
+
+/*
  * Which readiness to wait for follows from the state and the buffers alone,
  * so every event handler ends here instead of toggling watchers ad hoc.
  * A full buffer stops reading its source: that is the back-pressure.
@@ -134,11 +161,19 @@ sync_watchers(struct client *c)
 		watch(c, !c->peer_eof && has_room(c->in), false);
 		break;
 	case CLIENT_EXCHANGING:
-		watch(c, !c->peer_eof && has_room(c->in), out_pending || ex->resp_pending);
-		upstream_watch(ex->up, ex->resp != RESP_DONE && has_room(ex->up->in),
+		watch(c, !c->peer_eof && has_room(c->in),
+		      out_pending || ex->resp_pending || mover_held(&ex->resp_mover));
+		upstream_watch(ex->up, response_can_pull(ex),
 		               ex->req == REQ_SENDING && !ex->upstream_write_failed &&
 		                       (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
 		break;
+	case CLIENT_TUNNEL: {
+		struct tunnel_interest w = tunnel_wants(&ex->tunnel);
+
+		watch(c, w.client_read, w.client_write);
+		upstream_watch(ex->up, w.origin_read, w.origin_write);
+		break;
+	}
 	case CLIENT_SENDING_LOCAL:
 		watch(c, false, true);
 		break;
@@ -241,11 +276,24 @@ drop_upstream(struct client *c)
 	}
 }
 
+/* Gives back everything the exchange holds besides its upstream. */
+static void
+release_exchange(struct client *c)
+{
+	buf_put(c->ex.req_head);
+	c->ex.req_head = NULL;
+	mover_release(&c->ex.resp_mover);
+	tunnel_release(&c->ex.tunnel);
+}
+
 static void
 reset_exchange(struct client *c)
 {
-	buf_put(c->ex.req_head);
+	release_exchange(c);
 	memset(&c->ex, 0, sizeof(c->ex));
+	mover_init(&c->ex.resp_mover, c->srv->cfg->no_splice);
+	tunnel_init(&c->ex.tunnel, c->srv->cfg->no_splice);
+	c->ex.copy_body = c->srv->cfg->no_splice;
 	framer_init(&c->ex.req_body, BODY_NONE, 0);
 	framer_init(&c->ex.resp_body, BODY_NONE, 0);
 	http_parser_start(&c->parser, &c->head);
@@ -265,8 +313,8 @@ client_close(struct client *c)
 	net_close(&c->fd);
 	buf_put(c->in);
 	buf_put(c->out);
-	buf_put(c->ex.req_head);
-	c->in = c->out = c->ex.req_head = NULL;
+	c->in = c->out = NULL;
+	release_exchange(c);
 	set_state(c, CLIENT_CLOSED);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -431,7 +479,9 @@ start_exchange(struct client *c)
 	ex->client_keep_alive = http_head_keeps_alive(h) && !c->peer_eof;
 	ex->req = REQ_SENDING;
 	ex->resp = RESP_HEAD;
-	framer_init(&ex->req_body, http_request_body_kind(h), h->content_length);
+	ex->connect = h->method == HTTP_CONNECT;
+	framer_init(&ex->req_body, ex->connect ? BODY_NONE : http_request_body_kind(h),
+	            h->content_length);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->fd,
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);
@@ -439,8 +489,15 @@ start_exchange(struct client *c)
 		refuse(c, 505, "only HTTP/1.x is spoken here", false);
 		return;
 	}
-	if (h->method != HTTP_CONNECT)
+	if (ex->connect) {
+		/* What follows the head belongs to the tunnel: never keep-alive here. */
+		if (http_parse_authority(base + h->url.off, h->url.len, &ex->target)) {
+			refuse(c, 400, "CONNECT needs host:port", false);
+			return;
+		}
+	} else {
 		status = http_parse_target(base + h->url.off, h->url.len, &ex->target);
+	}
 	if (status) {
 		refuse(c, status,
 		       status == 501 ? "only http:// URLs are proxied"
@@ -450,19 +507,32 @@ start_exchange(struct client *c)
 	}
 	pr.head = h;
 	pr.base = base;
-	pr.target = h->method == HTTP_CONNECT ? NULL : &ex->target;
+	pr.target = &ex->target;
 	pr.client = &c->peer.sa;
 	verdict = policy_check(c->srv->cfg, &pr);
 	if (verdict.status) {
-		refuse(c, verdict.status, verdict.why, true);
+		refuse(c, verdict.status, verdict.why, !ex->connect);
 		return;
 	}
+	if (ex->connect) {
+		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
+		buf_consume(c->in, h->head_len);
+		set_state(c, CLIENT_WAITING_UPSTREAM);
+		pending = upstream_acquire(c->srv, c, ex->target.host, ex->target.port,
+		                           ex->target.key, false);
+		if (pending)
+			ex->connecting = pending;
+		else if (c->state == CLIENT_WAITING_UPSTREAM)
+			sync_watchers(c);
+		return;
+	}
+	ex->upgrade = http_wants_upgrade(h);
 	if (!(ex->req_head = buf_get())) {
 		refuse(c, 503, "out of memory", false);
 		return;
 	}
 	n = http_write_request_head(buf_tail(ex->req_head), buf_room(ex->req_head), h, base,
-	                            &ex->target);
+	                            &ex->target, ex->upgrade);
 	if (n < 0) {
 		refuse(c, 431, "request head too large to forward", false);
 		return;
@@ -538,6 +608,64 @@ process_input(struct client *c)
 
 /* ---- the exchange --------------------------------------------------------- */
 
+static void
+tunnel_run(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	uint64_t moved;
+
+	switch (tunnel_pump(&ex->tunnel, c->fd, ex->up->fd, &moved)) {
+	case TUNNEL_FAILED:
+		abort_exchange(c, "tunnel closed by an error");
+		return;
+	case TUNNEL_FINISHED:
+		log_debug("client fd %d: tunnel to %s done, %" PRIu64 " bytes up, %" PRIu64
+		          " bytes down", c->fd, ex->target.key, ex->tunnel.to_origin.bytes,
+		          ex->tunnel.to_client.bytes);
+		client_close(c);
+		return;
+	case TUNNEL_OPEN:
+		break;
+	}
+	if (moved)
+		touch(c);
+	sync_watchers(c);
+}
+
+/*
+ * From here on bytes pass untouched both ways. Whatever either side sent
+ * before the switch (the 200 or 101 head, early data read along with a head)
+ * goes out first.
+ */
+static void
+begin_tunnel(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	struct upstream *up = ex->up;
+	struct tunnel *t = &ex->tunnel;
+	bool fits;
+
+	kp_stats.tunnels++;
+	buf_put(ex->req_head);
+	ex->req_head = NULL;
+	mover_release(&ex->resp_mover);
+	fits = mover_preload(&t->to_client.mover, c->out);
+	fits = mover_preload(&t->to_client.mover, up->in) && fits;
+	fits = mover_preload(&t->to_origin.mover, c->in) && fits;
+	c->out = c->in = up->in = NULL;
+	if (!fits) {
+		abort_exchange(c, "too many bytes before the protocol switch");
+		return;
+	}
+	if (c->peer_eof)
+		t->to_origin.state = TUNNEL_DRAINING;
+	if (ex->upstream_eof)
+		t->to_client.state = TUNNEL_DRAINING;
+	log_debug("client fd %d: tunnel to %s open", c->fd, ex->target.key);
+	set_state(c, CLIENT_TUNNEL);
+	tunnel_run(c);
+}
+
 void
 client_upstream_ready(struct client *c, struct upstream *up)
 {
@@ -550,6 +678,18 @@ client_upstream_ready(struct client *c, struct upstream *up)
 	c->ex.resp_received = 0;
 	up->owner = c;
 	http_parser_start(&up->parser, &up->head);
+	if (c->ex.connect) {
+		static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+		if (!c->out && !(c->out = buf_get())) {
+			abort_exchange(c, "out of memory");
+			return;
+		}
+		memcpy(buf_tail(c->out), established, sizeof(established) - 1);
+		c->out->end += sizeof(established) - 1;
+		begin_tunnel(c);
+		return;
+	}
 	set_state(c, CLIENT_EXCHANGING);
 	exchange_run(c);
 }
@@ -704,11 +844,26 @@ response_head(struct client *c)
 	buf_compact(c->out);
 	plan.client_minor = ex->client_minor;
 	plan.dechunk = false;
-	if (h->status < 200) {
-		if (h->status == 101) {
+	if (h->status == 101) {
+		if (!ex->upgrade || ex->req != REQ_DONE) {
 			reply_local(c, 502, "the origin switched protocols unasked", false);
 			return -1;
 		}
+		plan.upgrade = true;
+		plan.client_keep_alive = false;
+		n = http_write_response_head(buf_tail(c->out), buf_room(c->out), h, base, &plan);
+		if (n < 0) {
+			reply_local(c, 502, "101 response head too large", false);
+			return -1;
+		}
+		c->out->end += (size_t)n;
+		ex->status = 101;
+		buf_consume(up->in, h->head_len);
+		begin_tunnel(c);
+		return -1;   /* no longer an exchange */
+	}
+	plan.upgrade = false;
+	if (h->status < 200) {
 		/* HTTP/1.0 clients do not know interim responses (RFC 9110 15.2). */
 		if (ex->client_minor >= 1) {
 			plan.client_keep_alive = true;
@@ -725,7 +880,8 @@ response_head(struct client *c)
 	}
 	kind = http_response_body_kind(h, ex->method);
 	ex->status = h->status;
-	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE;
+	/* After asking for an upgrade the connection's state is the origin's guess. */
+	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE && !ex->upgrade;
 	up->keep_alive_hint = (double)http_keep_alive_timeout(h, base);
 	ex->dechunk = kind == BODY_CHUNKED && ex->client_minor == 0;
 	ex->client_keep_alive = ex->client_keep_alive && !ex->dechunk &&
@@ -806,17 +962,87 @@ upstream_ended(struct client *c, bool reset)
 	return -1;
 }
 
-/* Moves response bytes from the upstream to the client. -1: the exchange ended. */
+/*
+ * Takes more response bytes from the origin: spliced into the pipe when the
+ * state is clean and payload comes next, else read into the buffer (heads,
+ * chunk-size lines, and everything on the copy path). 1: something changed.
+ */
+static int
+pull_response(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	struct upstream *up = ex->up;
+	enum io_result r;
+	ssize_t got = 0;
+
+	if (response_splices(ex)) {
+		uint64_t left = framer_payload_left(&ex->resp_body);
+		size_t moved;
+
+		switch (mover_pull(&ex->resp_mover, up->fd, left ? left : SIZE_MAX, &moved)) {
+		case MOVE_OK:
+			framer_payload_moved(&ex->resp_body, moved);
+			ex->resp_received += moved;
+			touch(c);
+			return 1;
+		case MOVE_EOF:
+			ex->upstream_eof = true;
+			return 1;
+		case MOVE_ERROR:
+			ex->upstream_eof = ex->upstream_reset = true;
+			return 1;
+		case MOVE_FULL:
+			/* The mover fell back to copying (EINVAL): so does this response. */
+			if (ex->resp_mover.copy)
+				ex->copy_body = true;
+			return ex->copy_body;
+		case MOVE_AGAIN:
+			return 0;
+		}
+	}
+	if (!up->in && !(up->in = buf_get())) {
+		ex->upstream_eof = ex->upstream_reset = true;
+		return 1;
+	}
+	r = fill(up->fd, up->in, &got);
+	switch (r) {
+	case IO_DATA:
+		ex->resp_received += (uint64_t)got;
+		touch(c);
+		return 1;
+	case IO_EOF:
+		ex->upstream_eof = true;
+		return 1;
+	case IO_ERROR:
+		ex->upstream_eof = ex->upstream_reset = true;
+		return 1;
+	case IO_AGAIN:
+	case IO_FULL:
+		break;
+	}
+	return 0;
+}
+
+/* Bytes one response may move per call before yielding to other connections. */
+#define RESPONSE_BUDGET (1u << 20)
+
+/*
+ * Moves response bytes from the upstream to the client, in stream order:
+ * heads the proxy wrote, then payload in the pipe, then buffered bytes.
+ * -1: the exchange ended.
+ */
 static int
 pump_response(struct client *c)
 {
 	struct exchange *ex = &c->ex;
 	struct upstream *up = ex->up;
+	uint64_t budget = RESPONSE_BUDGET;
 	ssize_t n;
 	int r;
 
-	for (;;) {
+	while (budget > 0) {
 		size_t out_len = c->out ? buf_len(c->out) : 0;
+		size_t in_pipe = mover_held(&ex->resp_mover);
 		bool body_done = ex->resp == RESP_BODY && framer_done(&ex->resp_body);
 
 		/* Parse and frame first, so a head and its body can leave together. */
@@ -828,9 +1054,30 @@ pump_response(struct client *c)
 			if (r > 0)
 				continue;
 		}
+		if (in_pipe && !out_len) {
+			size_t moved;
+
+			switch (mover_push(&ex->resp_mover, c->fd, &moved)) {
+			case MOVE_OK:
+				ex->resp_sent += moved;
+				kp_stats.bytes_to_clients += moved;
+				budget = moved < budget ? budget - moved : 0;
+				touch(c);
+				continue;
+			case MOVE_AGAIN:
+			case MOVE_FULL:
+				return 0;
+			case MOVE_EOF:
+			case MOVE_ERROR:
+				abort_exchange(c, "client went away");
+				return -1;
+			}
+		}
 		if (out_len || ex->resp_pending) {
+			size_t body = in_pipe ? 0 : ex->resp_pending;
+
 			n = send_two(c->fd, out_len ? buf_head(c->out) : NULL, out_len,
-			             ex->resp_pending ? buf_head(up->in) : NULL, ex->resp_pending);
+			             body ? buf_head(up->in) : NULL, body);
 			if (n < 0) {
 				abort_exchange(c, "client went away");
 				return -1;
@@ -838,6 +1085,7 @@ pump_response(struct client *c)
 			if (n == 0)
 				return 0;
 			kp_stats.bytes_to_clients += (uint64_t)n;
+			budget = (uint64_t)n < budget ? budget - (uint64_t)n : 0;
 			touch(c);
 			if (out_len) {
 				size_t from_out = (size_t)n < out_len ? (size_t)n : out_len;
@@ -861,8 +1109,7 @@ pump_response(struct client *c)
 		if (ex->resp == RESP_DONE)
 			return 0;
 		if (ex->upstream_eof) {
-			r = upstream_ended(c, ex->upstream_reset);
-			if (r < 0)
+			if (upstream_ended(c, ex->upstream_reset) < 0)
 				return -1;
 			continue;
 		}
@@ -874,8 +1121,10 @@ pump_response(struct client *c)
 				abort_exchange(c, "chunk framing line too long");
 			return -1;
 		}
-		return 0;
+		if (!pull_response(c))
+			return 0;
 	}
+	return 0;
 }
 
 static void
@@ -915,28 +1164,11 @@ exchange_run(struct client *c)
 void
 client_upstream_event(struct client *c, int revents)
 {
-	struct exchange *ex = &c->ex;
-	struct upstream *up = ex->up;
-
-	if (revents & EV_READ) {
-		ssize_t got = 0;
-		enum io_result r;
-
-		if (!up->in && !(up->in = buf_get())) {
-			abort_exchange(c, "out of memory");
-			return;
-		}
-		r = fill(up->fd, up->in, &got);
-		if (r == IO_DATA) {
-			ex->resp_received += (uint64_t)got;
-			touch(c);
-		} else if (r == IO_EOF) {
-			ex->upstream_eof = true;
-		} else if (r == IO_ERROR) {
-			ex->upstream_eof = ex->upstream_reset = true;
-		}
-	}
-	exchange_run(c);
+	(void)revents;
+	if (c->state == CLIENT_TUNNEL)
+		tunnel_run(c);
+	else
+		exchange_run(c);
 }
 
 /* ---- watchers ------------------------------------------------------------- */
@@ -950,6 +1182,10 @@ client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)revents;
 	if (c->state == CLIENT_LINGERING) {
 		linger_drain(c);
+		return;
+	}
+	if (c->state == CLIENT_TUNNEL) {
+		tunnel_run(c);
 		return;
 	}
 	if (client_fill(c) == IO_ERROR) {
@@ -967,6 +1203,7 @@ client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		exchange_run(c);
 		break;
 	case CLIENT_SENDING_LOCAL:
+	case CLIENT_TUNNEL:
 	case CLIENT_LINGERING:
 	case CLIENT_CLOSED:
 		break;
@@ -982,6 +1219,8 @@ client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)revents;
 	if (c->state == CLIENT_EXCHANGING)
 		exchange_run(c);
+	else if (c->state == CLIENT_TUNNEL)
+		tunnel_run(c);
 	else if (c->state == CLIENT_SENDING_LOCAL)
 		flush_local(c);
 	else
@@ -1015,6 +1254,9 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			reply_local(c, 504, "the origin did not answer in time", false);
 		else
 			abort_exchange(c, "no progress before the I/O timeout");
+		break;
+	case CLIENT_TUNNEL:
+		abort_exchange(c, "tunnel idle past --tunnel-timeout");
 		break;
 	case CLIENT_SENDING_LOCAL:
 	case CLIENT_LINGERING:

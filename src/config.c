@@ -28,6 +28,13 @@ config_defaults(struct kp_config *cfg)
 	cfg->max_url_bytes = 8192;
 	cfg->max_clients = 10000;
 	cfg->dns_cache_ttl = 60;
+	/*
+	 * Long: an idle HTTPS or WebSocket connection often waits minutes between
+	 * bursts, and closing it costs the client a new TLS handshake.
+	 */
+	cfg->tunnel_timeout = 600;
+	cfg->connect_ports[443 / 8] |= 1u << (443 % 8);
+	cfg->pipe_size = 262144;
 	cfg->verbosity = 0;
 }
 
@@ -50,6 +57,11 @@ config_usage(FILE *out)
 	      "      --max-url-size BYTES        longest request-target (default 8192)\n"
 	      "      --max-clients N             client connections at once (default 10000)\n"
 	      "      --dns-ttl SECONDS           reuse a resolved name this long (default 60)\n"
+	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
+	      "                                  for any (default 443)\n"
+	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
+	      "      --pipe-size BYTES           capacity of each splice pipe (default 262144)\n"
+	      "      --no-splice                 move bytes through user space instead of splice(2)\n"
 	      "  -v, --verbose                more logging; repeat for more\n"
 	      "  -V, --version                print the version and exit\n"
 	      "  -h, --help                   print this help and exit\n",
@@ -65,6 +77,10 @@ enum long_only_option {
 	OPT_MAX_URL,
 	OPT_MAX_CLIENTS,
 	OPT_DNS_TTL,
+	OPT_CONNECT_PORTS,
+	OPT_TUNNEL_TIMEOUT,
+	OPT_PIPE_SIZE,
+	OPT_NO_SPLICE,
 };
 
 static const struct option long_options[] = {
@@ -81,6 +97,10 @@ static const struct option long_options[] = {
 	{"max-url-size", required_argument, NULL, OPT_MAX_URL},
 	{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
 	{"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
+	{"connect-ports", required_argument, NULL, OPT_CONNECT_PORTS},
+	{"tunnel-timeout", required_argument, NULL, OPT_TUNNEL_TIMEOUT},
+	{"pipe-size", required_argument, NULL, OPT_PIPE_SIZE},
+	{"no-splice", no_argument, NULL, OPT_NO_SPLICE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -115,6 +135,39 @@ parse_seconds(const char *s, double *out)
 	if (errno || end == s || *end != '\0' || !isfinite(v) || v <= 0 || v > 86400)
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* "443,8443" or "*". Replaces the default list rather than adding to it. */
+static int
+parse_port_list(struct kp_config *cfg, const char *s)
+{
+	uint8_t bits[sizeof(cfg->connect_ports)] = {0};
+	const char *p = s;
+
+	if (strcmp(s, "*") == 0) {
+		cfg->connect_any_port = true;
+		return 0;
+	}
+	for (;;) {
+		char *end;
+		unsigned long port;
+
+		if (*p < '0' || *p > '9')
+			return -1;
+		errno = 0;
+		port = strtoul(p, &end, 10);
+		if (errno || port == 0 || port > 65535)
+			return -1;
+		bits[port / 8] |= (uint8_t)(1u << (port % 8));
+		if (*end == '\0')
+			break;
+		if (*end != ',')
+			return -1;
+		p = end + 1;
+	}
+	memcpy(cfg->connect_ports, bits, sizeof(bits));
+	cfg->connect_any_port = false;
 	return 0;
 }
 
@@ -194,6 +247,24 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 		case OPT_DNS_TTL:
 			if (parse_seconds(optarg, &cfg->dns_cache_ttl) < 0)
 				bad = "dns ttl must be a number of seconds above 0";
+			break;
+		case OPT_CONNECT_PORTS:
+			if (parse_port_list(cfg, optarg) < 0)
+				bad = "connect ports must be '*' or a comma-separated list of 1-65535";
+			break;
+		case OPT_TUNNEL_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->tunnel_timeout) < 0)
+				bad = "tunnel timeout must be a number of seconds above 0";
+			break;
+		case OPT_PIPE_SIZE:
+			/* One page to 64 MiB; the kernel may round up or cap it further. */
+			if (parse_unsigned(optarg, 4096, 67108864, &n) < 0)
+				bad = "pipe size must be 4096-67108864 bytes";
+			else
+				cfg->pipe_size = n;
+			break;
+		case OPT_NO_SPLICE:
+			cfg->no_splice = true;
 			break;
 		case 'v':
 			cfg->verbosity++;

@@ -425,30 +425,19 @@ is_ipv6_char(char c)
 	       c == '.';
 }
 
-int
-http_parse_target(const char *url, size_t len, struct http_target *t)
+/*
+ * authority = host [ ":" port ], host a reg-name or a bracketed IPv6 literal.
+ * Fills host, port, authority and key; 0 or 400.
+ */
+static int
+parse_authority(const char *auth, const char *auth_end, struct http_target *t, bool port_required)
 {
-	const char *p = url, *end = url + len, *auth, *auth_end, *host, *host_end;
-	const char *colon = NULL;
+	const char *host = auth, *host_end, *colon = NULL;
 	size_t host_len;
 	unsigned long port = 80;
 
-	memset(t, 0, sizeof(*t));
-	if (len == 0 || url[0] == '/' || url[0] == '*')
-		return 400;   /* origin-form or asterisk-form: we are not the origin */
-	while (p < end && *p != ':' && *p != '/')
-		p++;
-	if (p + 3 > end || p[0] != ':' || p[1] != '/' || p[2] != '/')
-		return 400;
-	if ((size_t)(p - url) != 4 || strncasecmp(url, "http", 4) != 0)
-		return 501;   /* https:// in absolute form, ftp://, ... */
-	auth = p + 3;
-	auth_end = auth;
-	while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
-		auth_end++;
 	if (memchr(auth, '@', (size_t)(auth_end - auth)))
 		return 400;   /* userinfo is deprecated and a phishing tool (RFC 9110 4.2.4) */
-	host = auth;
 	if (host < auth_end && *host == '[') {
 		host_end = memchr(host, ']', (size_t)(auth_end - host));
 		if (!host_end)
@@ -476,6 +465,8 @@ http_parse_target(const char *url, size_t len, struct http_target *t)
 	host_len = (size_t)(host_end - host);
 	if (host_len == 0 || host_len >= sizeof(t->host))
 		return 400;
+	if (port_required && (!colon || colon + 1 == auth_end))
+		return 400;
 	if (colon && colon + 1 < auth_end) {
 		port = 0;
 		for (const char *c = colon + 1; c < auth_end; c++) {
@@ -498,25 +489,54 @@ http_parse_target(const char *url, size_t len, struct http_target *t)
 		t->authority[colon - auth] = '\0';
 	snprintf(t->key, sizeof(t->key), t->ipv6_literal ? "[%s]:%u" : "%s:%u", t->host,
 	         (unsigned)t->port);
-	/* A fragment never goes on the wire. */
-	{
-		const char *path_end = memchr(auth_end, '#', (size_t)(end - auth_end));
+	return 0;
+}
 
-		if (!path_end)
-			path_end = end;
-		if (auth_end == path_end) {
-			t->path = "/";
-			t->path_len = 1;
-		} else if (*auth_end == '?') {
-			/* "http://h?q" has an empty path; origin-form needs the slash. */
-			t->path = auth_end;
-			t->path_len = (size_t)(path_end - auth_end);
-		} else {
-			t->path = auth_end;
-			t->path_len = (size_t)(path_end - auth_end);
-		}
+int
+http_parse_target(const char *url, size_t len, struct http_target *t)
+{
+	const char *p = url, *end = url + len, *auth, *auth_end, *path_end;
+	int status;
+
+	memset(t, 0, sizeof(*t));
+	if (len == 0 || url[0] == '/' || url[0] == '*')
+		return 400;   /* origin-form or asterisk-form: we are not the origin */
+	while (p < end && *p != ':' && *p != '/')
+		p++;
+	if (p + 3 > end || p[0] != ':' || p[1] != '/' || p[2] != '/')
+		return 400;
+	if ((size_t)(p - url) != 4 || strncasecmp(url, "http", 4) != 0)
+		return 501;   /* https:// in absolute form, ftp://, ... */
+	auth = p + 3;
+	auth_end = auth;
+	while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
+		auth_end++;
+	status = parse_authority(auth, auth_end, t, false);
+	if (status)
+		return status;
+	/* A fragment never goes on the wire. */
+	path_end = memchr(auth_end, '#', (size_t)(end - auth_end));
+	if (!path_end)
+		path_end = end;
+	if (auth_end == path_end) {
+		t->path = "/";
+		t->path_len = 1;
+	} else {
+		/* "http://h?q" has an empty path; the head writer adds the slash. */
+		t->path = auth_end;
+		t->path_len = (size_t)(path_end - auth_end);
 	}
 	return 0;
+}
+
+int
+http_parse_authority(const char *s, size_t len, struct http_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	if (len == 0)
+		return 400;
+	t->path = "";
+	return parse_authority(s, s + len, t, true);
 }
 
 /* ---- head writing --------------------------------------------------------- */
@@ -576,7 +596,7 @@ forwarded(const struct http_head *h, const char *base, const struct http_field *
 
 ssize_t
 http_write_request_head(char *out, size_t cap, const struct http_head *h, const char *base,
-                        const struct http_target *t)
+                        const struct http_target *t, bool upgrade)
 {
 	struct writer w = {out, cap, false};
 	bool connection_seen = has_connection_fields(h, base);
@@ -596,12 +616,13 @@ http_write_request_head(char *out, size_t cap, const struct http_head *h, const 
 
 		if (http_span_is(base, f->name, "host"))
 			continue;
-		if (forwarded(h, base, f, connection_seen))
+		if (forwarded(h, base, f, connection_seen) ||
+		    (upgrade && http_span_is(base, f->name, "upgrade")))
 			put_field(&w, base, f);
 	}
 	put_via(&w, h->major, h->minor);
-	/* Always ask to keep the connection: pooling it is the point. */
-	puts_w(&w, "Connection: keep-alive\r\n\r\n");
+	/* Ask to keep the connection (pooling it is the point), unless it is to become a tunnel. */
+	puts_w(&w, upgrade ? "Connection: upgrade\r\n\r\n" : "Connection: keep-alive\r\n\r\n");
 	return w.overflow ? -1 : (ssize_t)(cap - w.left);
 }
 
@@ -627,11 +648,14 @@ http_write_response_head(char *out, size_t cap, const struct http_head *h, const
 
 		if (plan->dechunk && http_span_is(base, f->name, "transfer-encoding"))
 			continue;
-		if (forwarded(h, base, f, connection_seen))
+		if (forwarded(h, base, f, connection_seen) ||
+		    (plan->upgrade && http_span_is(base, f->name, "upgrade")))
 			put_field(&w, base, f);
 	}
 	put_via(&w, h->major, h->minor);
-	if (h->status >= 200) {
+	if (plan->upgrade)
+		puts_w(&w, "Connection: upgrade\r\n");
+	else if (h->status >= 200) {
 		if (!plan->client_keep_alive)
 			puts_w(&w, "Connection: close\r\n");
 		else if (plan->client_minor == 0)

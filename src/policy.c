@@ -5,10 +5,9 @@ policy_check(const struct kp_config *cfg, const struct policy_request *r)
 {
 	struct policy_verdict v = {0, NULL};
 
-	(void)cfg;
-	if (r->head->method == HTTP_CONNECT) {
-		v.status = 501;
-		v.why = "CONNECT tunnels are not supported yet";
+	if (r->head->method == HTTP_CONNECT && !config_connect_port_allowed(cfg, r->target->port)) {
+		v.status = 403;
+		v.why = "CONNECT to this port is not allowed (see --connect-ports)";
 		return v;
 	}
 	if (r->target && r->target->port == 0) {

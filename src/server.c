@@ -12,6 +12,7 @@
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/pool.h"
+#include "kp/splice.h"
 #include "kp/stats.h"
 #include "kp/upstream.h"
 
@@ -115,6 +116,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->max_clients = fit_clients_to_fd_limit(cfg->max_clients);
 	/* Room for the largest head plus the fields the proxy adds to it. */
 	buf_init(cfg->max_header_bytes + 1024);
+	/* Sixteen spare pipes (32 fds) absorb churn without pinning fds for long. */
+	pipes_init(cfg->pipe_size, 16);
 	srv->pool = pool_new(loop, cfg->max_idle_per_host, cfg->max_idle_total,
 	                     upstream_pool_dropped);
 	if (!srv->pool) {
@@ -169,6 +172,7 @@ server_shutdown(struct server *srv)
 	client_reap(srv);
 	upstream_reap(srv);
 	dns_shutdown();
+	pipes_shutdown();
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);
 	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
 	ev_prepare_stop(srv->loop, &srv->reaper);

@@ -15,6 +15,8 @@
 #include "kp/dns.h"
 #include "kp/framing.h"
 #include "kp/http.h"
+#include "kp/splice.h"
+#include "kp/tunnel.h"
 
 struct server;
 struct upstream;
@@ -23,6 +25,7 @@ enum client_state {
 	CLIENT_READING_HEAD,     /* between requests, or part of a head read */
 	CLIENT_WAITING_UPSTREAM, /* head parsed; resolving or connecting */
 	CLIENT_EXCHANGING,       /* request and response flowing through an upstream */
+	CLIENT_TUNNEL,           /* CONNECT or upgrade: raw bytes both ways */
 	CLIENT_SENDING_LOCAL,    /* writing a response the proxy made itself */
 	CLIENT_LINGERING,        /* last response sent, writes shut; draining to EOF */
 	CLIENT_CLOSED,           /* fd closed; freed at the end of the loop iteration */
@@ -53,6 +56,8 @@ struct exchange {
 	uint64_t req_body_sent;
 	struct framer resp_body;
 	size_t resp_pending;          /* framed bytes at the front of the upstream's buffer */
+	struct mover resp_mover;      /* response payload spliced past user space */
+	bool copy_body;               /* no splice for this response (flag or EINVAL) */
 	uint64_t resp_received;       /* bytes read from the upstream for this exchange */
 	uint64_t resp_sent;
 	bool dechunk;                 /* HTTP/1.0 client: send payload only, then close */
@@ -61,6 +66,9 @@ struct exchange {
 	bool upstream_write_failed;   /* stop sending; let the read side decide */
 	bool upstream_eof;            /* the origin closed; act once the buffer is drained */
 	bool upstream_reset;          /* ... and it was an error, not a clean FIN */
+	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
+	bool upgrade;                 /* asked the origin to switch protocols */
+	struct tunnel tunnel;         /* in CLIENT_TUNNEL */
 	uint8_t method;
 	uint8_t client_minor;
 	unsigned retries;

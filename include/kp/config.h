@@ -6,7 +6,9 @@
 #ifndef KP_CONFIG_H
 #define KP_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct kp_config {
@@ -29,6 +31,15 @@ struct kp_config {
 	size_t max_header_bytes;     /* request or response head; larger gets 431/502 */
 	size_t max_url_bytes;        /* request-target; longer gets 414 */
 	unsigned max_clients;        /* accepted connections at once; more wait in the backlog */
+
+	/* Tunnels (CONNECT and protocol upgrades). */
+	double tunnel_timeout;       /* a tunnel silent this long is closed */
+	bool connect_any_port;       /* --connect-ports '*' */
+	uint8_t connect_ports[65536 / 8];  /* bit set: CONNECT may reach that port */
+
+	/* Data path. */
+	bool no_splice;              /* move bodies and tunnels through user space */
+	size_t pipe_size;            /* F_SETPIPE_SZ for splice pipes */
 
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */
@@ -53,5 +64,12 @@ enum config_parse_result config_parse(struct kp_config *cfg, int argc, char **ar
                                       FILE *out, FILE *err);
 
 void config_usage(FILE *out);
+
+static inline bool
+config_connect_port_allowed(const struct kp_config *cfg, unsigned port)
+{
+	return cfg->connect_any_port ||
+	       (port < 65536 && (cfg->connect_ports[port / 8] >> (port % 8)) & 1);
+}
 
 #endif

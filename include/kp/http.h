@@ -110,6 +110,16 @@ struct http_target {
  */
 int http_parse_target(const char *url, size_t len, struct http_target *t);
 
+/* CONNECT's authority-form "host:port" (port required). 0 or 400. */
+int http_parse_authority(const char *s, size_t len, struct http_target *t);
+
+/* Does the request ask to switch protocols (Upgrade named in Connection)? */
+static inline bool
+http_wants_upgrade(const struct http_head *h)
+{
+	return (h->llhttp_flags & F_UPGRADE) && (h->llhttp_flags & F_CONNECTION_UPGRADE);
+}
+
 /* RFC 9110 9.2.2. */
 bool http_method_is_idempotent(uint8_t method);
 
@@ -126,16 +136,18 @@ long http_keep_alive_timeout(const struct http_head *h, const char *base);
 /*
  * Writes the request head to send upstream: origin-form target, Host from the
  * target's authority, hop-by-hop fields removed, Via and Connection:
- * keep-alive added, everything else unchanged and in order. Returns the
- * length, or -1 if it does not fit in cap.
+ * keep-alive added, everything else unchanged and in order. With upgrade,
+ * Upgrade is kept and Connection says upgrade instead. Returns the length,
+ * or -1 if it does not fit in cap.
  */
 ssize_t http_write_request_head(char *out, size_t cap, const struct http_head *h,
-                                const char *base, const struct http_target *t);
+                                const char *base, const struct http_target *t, bool upgrade);
 
 struct response_plan {
 	bool dechunk;          /* strip Transfer-Encoding; payload follows until close */
 	bool client_keep_alive;
 	uint8_t client_minor;  /* the client's HTTP/1.x minor version */
+	bool upgrade;          /* a 101 the client asked for: keep Upgrade, say so in Connection */
 };
 
 /* Writes the response head for the client: hop-by-hop removed, Via added. */

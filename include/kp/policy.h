@@ -14,7 +14,7 @@
 struct policy_request {
 	const struct http_head *head;
 	const char *base;                  /* bytes the head's spans point into */
-	const struct http_target *target;  /* NULL for CONNECT */
+	const struct http_target *target;  /* absolute-form URI or CONNECT authority */
 	const struct sockaddr *client;
 };
 

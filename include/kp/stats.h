@@ -24,6 +24,10 @@ struct kp_stats {
 	uint64_t dns_cache_hits;
 	uint64_t bytes_to_clients;
 	uint64_t bytes_to_upstreams;
+	uint64_t bytes_spliced;        /* moved socket → pipe (each byte counted once) */
+	uint64_t bytes_copied;         /* moved through user space on the copy path */
+	uint64_t pipes_open;           /* pipes in use or pooled now */
+	uint64_t tunnels;              /* CONNECT and upgrade tunnels opened */
 };
 
 extern struct kp_stats kp_stats;

@@ -574,9 +574,9 @@ test_obs_fold_not_forwarded_raw(void **state)
 			struct http_target t;
 
 			assert_int_equal(http_parse_target(msg + ps.head.url.off, ps.head.url.len, &t), 0);
-			n = http_write_request_head(out, sizeof(out), &ps.head, msg, &t);
+			n = http_write_request_head(out, sizeof(out), &ps.head, msg, &t, false);
 		} else {
-			struct response_plan plan = {false, true, 1};
+			struct response_plan plan = {false, true, 1, false};
 
 			n = http_write_response_head(out, sizeof(out), &ps.head, msg, &plan);
 		}
@@ -597,7 +597,7 @@ write_request(const char *msg, char *out, size_t cap, struct http_target *t)
 	parse_ok(&ps, HTTP_REQUEST, msg);
 	status = http_parse_target(msg + ps.head.url.off, ps.head.url.len, t);
 	assert_int_equal(status, 0);
-	return http_write_request_head(out, cap, &ps.head, msg, t);
+	return http_write_request_head(out, cap, &ps.head, msg, t, false);
 }
 
 static void
@@ -726,7 +726,7 @@ write_response(const char *msg, char *out, size_t cap, bool dechunk, bool keep_a
                uint8_t minor)
 {
 	struct parsed ps;
-	struct response_plan plan = {dechunk, keep_alive, minor};
+	struct response_plan plan = {dechunk, keep_alive, minor, false};
 
 	parse_ok(&ps, HTTP_RESPONSE, msg);
 	return http_write_response_head(out, cap, &ps.head, msg, &plan);

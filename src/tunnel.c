@@ -1,0 +1,93 @@
+#include "kp/tunnel.h"
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Bytes one direction may move per call before yielding to other connections. */
+#define TUNNEL_BUDGET (1u << 20)
+
+void
+tunnel_init(struct tunnel *t, bool copy)
+{
+	mover_init(&t->to_origin.mover, copy);
+	mover_init(&t->to_client.mover, copy);
+	t->to_origin.state = t->to_client.state = TUNNEL_FLOWING;
+	t->to_origin.bytes = t->to_client.bytes = 0;
+}
+
+void
+tunnel_release(struct tunnel *t)
+{
+	mover_release(&t->to_origin.mover);
+	mover_release(&t->to_client.mover);
+}
+
+static enum tunnel_status
+pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
+{
+	uint64_t budget = TUNNEL_BUDGET;
+	size_t n;
+
+	while (budget > 0) {
+		if (mover_held(&d->mover)) {
+			switch (mover_push(&d->mover, dst, &n)) {
+			case MOVE_OK:
+				d->bytes += n;
+				*moved += n;
+				budget = n < budget ? budget - n : 0;
+				continue;
+			case MOVE_AGAIN:
+			case MOVE_FULL:
+				return TUNNEL_OPEN;
+			case MOVE_EOF:
+			case MOVE_ERROR:
+				return TUNNEL_FAILED;
+			}
+		}
+		if (d->state == TUNNEL_DRAINING) {
+			/* Everything before the EOF is delivered: pass the EOF on. */
+			if (shutdown(dst, SHUT_WR) < 0)
+				return TUNNEL_FAILED;
+			d->state = TUNNEL_SHUT;
+		}
+		if (d->state == TUNNEL_SHUT)
+			return TUNNEL_OPEN;
+		switch (mover_pull(&d->mover, src, SIZE_MAX, &n)) {
+		case MOVE_OK:
+			continue;
+		case MOVE_EOF:
+			d->state = TUNNEL_DRAINING;
+			continue;
+		case MOVE_AGAIN:
+		case MOVE_FULL:
+			return TUNNEL_OPEN;
+		case MOVE_ERROR:
+			return TUNNEL_FAILED;
+		}
+	}
+	return TUNNEL_OPEN;
+}
+
+enum tunnel_status
+tunnel_pump(struct tunnel *t, int client_fd, int origin_fd, uint64_t *moved)
+{
+	*moved = 0;
+	if (pump_direction(&t->to_origin, client_fd, origin_fd, moved) == TUNNEL_FAILED ||
+	    pump_direction(&t->to_client, origin_fd, client_fd, moved) == TUNNEL_FAILED)
+		return TUNNEL_FAILED;
+	if (t->to_origin.state == TUNNEL_SHUT && t->to_client.state == TUNNEL_SHUT)
+		return TUNNEL_FINISHED;
+	return TUNNEL_OPEN;
+}
+
+struct tunnel_interest
+tunnel_wants(const struct tunnel *t)
+{
+	struct tunnel_interest w;
+
+	w.client_read = t->to_origin.state == TUNNEL_FLOWING && mover_has_room(&t->to_origin.mover);
+	w.origin_write = mover_held(&t->to_origin.mover) > 0;
+	w.origin_read = t->to_client.state == TUNNEL_FLOWING && mover_has_room(&t->to_client.mover);
+	w.client_write = mover_held(&t->to_client.mover) > 0;
+	return w;
+}
