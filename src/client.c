@@ -227,33 +227,19 @@ client_fill(struct client *c)
 	return r;
 }
 
-/* Bytes sent, 0 when the socket is full, -1 on error (errno set). */
-static ssize_t
-send_some(int fd, const char *p, size_t n)
-{
-	ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-	if (w >= 0)
-		return w;
-	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-		return 0;
-	return -1;
-}
-
 /*
- * A head and the body bytes behind it in one call: a small response leaves
- * in one segment instead of two. Same results as send_some().
+ * Sends a, then b behind it, in one call: a small response leaves in one
+ * segment instead of two. Returns bytes sent, 0 when the socket is full, -1
+ * on error (errno set). Either part may be empty.
  */
 static ssize_t
 send_two(int fd, const char *a, size_t alen, const char *b, size_t blen)
 {
 	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
-	struct msghdr msg = {.msg_iov = alen ? iov : iov + 1, .msg_iovlen = alen ? 2 : 1};
-	ssize_t w;
+	struct msghdr msg = {.msg_iov = alen ? iov : iov + 1,
+	                     .msg_iovlen = (alen ? 1 : 0) + (blen ? 1 : 0)};
+	ssize_t w = sendmsg(fd, &msg, MSG_NOSIGNAL);
 
-	if (!blen)
-		return send_some(fd, a, alen);
-	w = sendmsg(fd, &msg, MSG_NOSIGNAL);
 	if (w >= 0)
 		return w;
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -384,7 +370,7 @@ static void
 flush_local(struct client *c)
 {
 	while (c->out && buf_len(c->out)) {
-		ssize_t n = send_some(c->fd, buf_head(c->out), buf_len(c->out));
+		ssize_t n = send_two(c->fd, buf_head(c->out), buf_len(c->out), NULL, 0);
 
 		if (n < 0) {
 			client_close(c);
