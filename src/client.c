@@ -1015,6 +1015,9 @@ pull_response(struct client *c)
 /*
  * Moves response bytes from the upstream to the client, in stream order:
  * heads the proxy wrote, then payload in the pipe, then buffered bytes.
+ * A client that takes nothing more stops the flushing, not the pulling:
+ * while there is room the origin is still read (what sync_watchers() asks
+ * readiness for, the pump must act on, or the loop would spin).
  * -1: the exchange ended.
  */
 static int
@@ -1023,6 +1026,7 @@ pump_response(struct client *c)
 	struct exchange *ex = &c->ex;
 	struct upstream *up = ex->up;
 	uint64_t budget = RESPONSE_BUDGET;
+	bool client_blocked = false;
 	ssize_t n;
 	int r;
 
@@ -1040,7 +1044,7 @@ pump_response(struct client *c)
 			if (r > 0)
 				continue;
 		}
-		if (in_pipe && !out_len) {
+		if (!client_blocked && in_pipe && !out_len) {
 			size_t moved;
 
 			switch (mover_push(&ex->resp_mover, c->fd, &moved)) {
@@ -1052,14 +1056,15 @@ pump_response(struct client *c)
 				continue;
 			case MOVE_AGAIN:
 			case MOVE_FULL:
-				return 0;
+				client_blocked = true;
+				break;
 			case MOVE_EOF:
 			case MOVE_ERROR:
 				abort_exchange(c, "client went away");
 				return -1;
 			}
 		}
-		if (out_len || ex->resp_pending) {
+		if (!client_blocked && (out_len || ex->resp_pending)) {
 			size_t body = in_pipe ? 0 : ex->resp_pending;
 
 			n = send_two(c->fd, out_len ? buf_head(c->out) : NULL, out_len,
@@ -1068,46 +1073,50 @@ pump_response(struct client *c)
 				abort_exchange(c, "client went away");
 				return -1;
 			}
-			if (n == 0)
-				return 0;
-			kp_stats.bytes_to_clients += (uint64_t)n;
-			budget = (uint64_t)n < budget ? budget - (uint64_t)n : 0;
-			touch(c);
-			if (out_len) {
-				size_t from_out = (size_t)n < out_len ? (size_t)n : out_len;
+			if (n > 0) {
+				kp_stats.bytes_to_clients += (uint64_t)n;
+				budget = (uint64_t)n < budget ? budget - (uint64_t)n : 0;
+				touch(c);
+				if (out_len) {
+					size_t from_out = (size_t)n < out_len ? (size_t)n : out_len;
 
-				buf_consume(c->out, from_out);
-				n -= (ssize_t)from_out;
-				if (!buf_len(c->out)) {
-					buf_put(c->out);
-					c->out = NULL;
+					buf_consume(c->out, from_out);
+					n -= (ssize_t)from_out;
+					if (!buf_len(c->out)) {
+						buf_put(c->out);
+						c->out = NULL;
+					}
 				}
-			}
-			if (!n)
+				if (n) {
+					buf_consume(up->in, (size_t)n);
+					ex->resp_pending -= (size_t)n;
+					ex->resp_sent += (uint64_t)n;
+				}
 				continue;
-			buf_consume(up->in, (size_t)n);
-			ex->resp_pending -= (size_t)n;
-			ex->resp_sent += (uint64_t)n;
-			continue;
+			}
+			client_blocked = true;
 		}
-		if (body_done)
-			ex->resp = RESP_DONE;
-		if (ex->resp == RESP_DONE)
-			return 0;
-		if (ex->upstream_eof) {
-			if (upstream_ended(c, ex->upstream_reset) < 0)
+		if (!client_blocked) {
+			/* Nothing left to send: the end, or more to come from the origin. */
+			if (body_done)
+				ex->resp = RESP_DONE;
+			if (ex->resp == RESP_DONE)
+				return 0;
+			if (ex->upstream_eof) {
+				if (upstream_ended(c, ex->upstream_reset) < 0)
+					return -1;
+				continue;
+			}
+			if (up->in && !has_room(up->in)) {
+				/* Full and still undecided: a head or a framing line too long. */
+				if (ex->resp == RESP_HEAD)
+					reply_local(c, 502, "response head too large", false);
+				else
+					abort_exchange(c, "chunk framing line too long");
 				return -1;
-			continue;
+			}
 		}
-		if (up->in && !has_room(up->in)) {
-			/* Full and still undecided: a head or a framing line too long. */
-			if (ex->resp == RESP_HEAD)
-				reply_local(c, 502, "response head too large", false);
-			else
-				abort_exchange(c, "chunk framing line too long");
-			return -1;
-		}
-		if (!pull_response(c))
+		if (!response_can_pull(ex) || !pull_response(c))
 			return 0;
 	}
 	return 0;

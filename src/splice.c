@@ -106,6 +106,7 @@ mover_init(struct mover *m, bool copy)
 	m->in_pipe = 0;
 	m->buf = NULL;
 	m->copy = copy;
+	m->full = false;
 }
 
 static void
@@ -166,7 +167,7 @@ mover_has_room(const struct mover *m)
 {
 	if (m->copy)
 		return !m->buf || buf_len(m->buf) < buf_capacity();
-	return m->in_pipe < pipes.size;
+	return !m->full && m->in_pipe < pipes.size;
 }
 
 static bool
@@ -212,7 +213,7 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 	room = pipes.size - m->in_pipe;
 	if (room > max)
 		room = max;
-	if (room == 0)
+	if (room == 0 || m->full)
 		return MOVE_FULL;
 	if (!m->pipe && !(m->pipe = pipe_get()))
 		return pull_copy(m, src, max, moved);   /* out of fds: copy this time */
@@ -234,7 +235,19 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 	give_back_pipe_if_empty(m);
 	if (n == 0)
 		return MOVE_EOF;
-	return would_block() ? MOVE_AGAIN : MOVE_ERROR;
+	if (!would_block())
+		return MOVE_ERROR;
+	/*
+	 * EAGAIN means the socket is empty or the pipe has no free slot: a slot
+	 * holds one socket fragment, so a pipe can be full well below its byte
+	 * capacity. With bytes in the pipe, call it full until a push drains
+	 * some; waiting on the socket meanwhile would spin on its readability.
+	 */
+	if (m->in_pipe) {
+		m->full = true;
+		return MOVE_FULL;
+	}
+	return MOVE_AGAIN;
 }
 
 /* Copy fallback for bytes already in a pipe: through the buffer. */
@@ -252,6 +265,7 @@ refill_from_pipe(struct mover *m)
 		return MOVE_ERROR;
 	m->buf->end += (size_t)n;
 	m->in_pipe -= (size_t)n;
+	m->full = false;
 	give_back_pipe_if_empty(m);
 	return MOVE_OK;
 }
@@ -279,6 +293,7 @@ mover_push(struct mover *m, int dst, size_t *moved)
 	n = splice(m->pipe->rd, NULL, dst, NULL, m->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n > 0) {
 		m->in_pipe -= (size_t)n;
+		m->full = false;
 		*moved = (size_t)n;
 		give_back_pipe_if_empty(m);
 		return MOVE_OK;

@@ -22,6 +22,11 @@ tunnel_release(struct tunnel *t)
 	mover_release(&t->to_client.mover);
 }
 
+/*
+ * A blocked destination does not stop the source being read while the mover
+ * has room: what tunnel_wants() asks readiness for, this must act on, or a
+ * readable socket would wake the loop over and over for nothing.
+ */
 static enum tunnel_status
 pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 {
@@ -29,41 +34,48 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 	size_t n;
 
 	while (budget > 0) {
+		bool progress = false;
+
 		if (mover_held(&d->mover)) {
 			switch (mover_push(&d->mover, dst, &n)) {
 			case MOVE_OK:
 				d->bytes += n;
 				*moved += n;
 				budget = n < budget ? budget - n : 0;
-				continue;
+				progress = true;
+				break;
 			case MOVE_AGAIN:
 			case MOVE_FULL:
-				return TUNNEL_OPEN;
+				break;
 			case MOVE_EOF:
 			case MOVE_ERROR:
 				return TUNNEL_FAILED;
 			}
 		}
-		if (d->state == TUNNEL_DRAINING) {
+		if (d->state == TUNNEL_DRAINING && !mover_held(&d->mover)) {
 			/* Everything before the EOF is delivered: pass the EOF on. */
 			if (shutdown(dst, SHUT_WR) < 0)
 				return TUNNEL_FAILED;
 			d->state = TUNNEL_SHUT;
 		}
-		if (d->state == TUNNEL_SHUT)
-			return TUNNEL_OPEN;
-		switch (mover_pull(&d->mover, src, SIZE_MAX, &n)) {
-		case MOVE_OK:
-			continue;
-		case MOVE_EOF:
-			d->state = TUNNEL_DRAINING;
-			continue;
-		case MOVE_AGAIN:
-		case MOVE_FULL:
-			return TUNNEL_OPEN;
-		case MOVE_ERROR:
-			return TUNNEL_FAILED;
+		if (d->state == TUNNEL_FLOWING && mover_has_room(&d->mover)) {
+			switch (mover_pull(&d->mover, src, SIZE_MAX, &n)) {
+			case MOVE_OK:
+				progress = true;
+				break;
+			case MOVE_EOF:
+				d->state = TUNNEL_DRAINING;
+				progress = true;
+				break;
+			case MOVE_AGAIN:
+			case MOVE_FULL:
+				break;
+			case MOVE_ERROR:
+				return TUNNEL_FAILED;
+			}
 		}
+		if (!progress)
+			break;
 	}
 	return TUNNEL_OPEN;
 }

@@ -34,6 +34,8 @@ struct mover {
 	size_t in_pipe;         /* bytes in the pipe */
 	struct buf *buf;        /* bytes to write before the pipe's, or the copy path's */
 	bool copy;              /* read/write instead of splice */
+	bool full;              /* splice found the pipe full (its slots, not
+	                         * only its bytes, run out); cleared by a push */
 };
 
 enum move_status {
