@@ -1009,7 +1009,7 @@ pull_response(struct client *c)
 	return 0;
 }
 
-/* Bytes one response may move per call before yielding to other connections. */
+/* Bytes one response may read per call before yielding to other connections. */
 #define RESPONSE_BUDGET (1u << 20)
 
 /*
@@ -1030,7 +1030,7 @@ pump_response(struct client *c)
 	ssize_t n;
 	int r;
 
-	while (budget > 0) {
+	for (;;) {
 		size_t out_len = c->out ? buf_len(c->out) : 0;
 		size_t in_pipe = mover_held(&ex->resp_mover);
 		bool body_done = ex->resp == RESP_BODY && framer_done(&ex->resp_body);
@@ -1116,10 +1116,14 @@ pump_response(struct client *c)
 				return -1;
 			}
 		}
-		if (!response_can_pull(ex) || !pull_response(c))
+		/*
+		 * The budget only stops reading: bytes already read are always
+		 * framed and flushed, because once both sockets are quiet no event
+		 * would come back for them. Unread bytes keep the origin readable.
+		 */
+		if (budget == 0 || !response_can_pull(ex) || !pull_response(c))
 			return 0;
 	}
-	return 0;
 }
 
 static void
