@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* Bytes one direction may move per call before yielding to other connections. */
+/* Bytes one direction may read per call before yielding to other connections. */
 #define TUNNEL_BUDGET (1u << 20)
 
 void
@@ -25,7 +25,9 @@ tunnel_release(struct tunnel *t)
 /*
  * A blocked destination does not stop the source being read while the mover
  * has room: what tunnel_wants() asks readiness for, this must act on, or a
- * readable socket would wake the loop over and over for nothing.
+ * readable socket would wake the loop over and over for nothing. The budget
+ * only stops reading; delivering what is held and passing an EOF on always
+ * happen, since nothing else would bring the loop back for them.
  */
 static enum tunnel_status
 pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
@@ -33,7 +35,7 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 	uint64_t budget = TUNNEL_BUDGET;
 	size_t n;
 
-	while (budget > 0) {
+	for (;;) {
 		bool progress = false;
 
 		if (mover_held(&d->mover)) {
@@ -41,7 +43,6 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 			case MOVE_OK:
 				d->bytes += n;
 				*moved += n;
-				budget = n < budget ? budget - n : 0;
 				progress = true;
 				break;
 			case MOVE_AGAIN:
@@ -58,9 +59,10 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 				return TUNNEL_FAILED;
 			d->state = TUNNEL_SHUT;
 		}
-		if (d->state == TUNNEL_FLOWING && mover_has_room(&d->mover)) {
+		if (budget > 0 && d->state == TUNNEL_FLOWING && mover_has_room(&d->mover)) {
 			switch (mover_pull(&d->mover, src, SIZE_MAX, &n)) {
 			case MOVE_OK:
+				budget = n < budget ? budget - n : 0;
 				progress = true;
 				break;
 			case MOVE_EOF:
@@ -75,9 +77,8 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 			}
 		}
 		if (!progress)
-			break;
+			return TUNNEL_OPEN;
 	}
-	return TUNNEL_OPEN;
 }
 
 enum tunnel_status
