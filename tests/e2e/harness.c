@@ -809,6 +809,124 @@ proxy_assert_alive(struct proxy *p)
 	}
 }
 
+void
+proxy_fd_census(struct proxy *p, struct fd_census *census)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+
+	memset(census, 0, sizeof(*census));
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)p->pid);
+	d = opendir(path);
+	if (!d)
+		fail_msg("cannot list %s: %s", path, strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		char fdpath[PATH_MAX], link[128];
+		ssize_t len;
+
+		if (e->d_name[0] == '.')
+			continue;
+		census->total++;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, e->d_name);
+		len = readlink(fdpath, link, sizeof(link) - 1);
+		if (len <= 0) {
+			census->other++;
+			continue;
+		}
+		link[len] = '\0';
+		if (strncmp(link, "socket:", 7) == 0)
+			census->sockets++;
+		else if (strncmp(link, "pipe:", 5) == 0)
+			census->pipes++;
+		else
+			census->other++;
+	}
+	closedir(d);
+}
+
+int
+proxy_fd_count(struct proxy *p)
+{
+	struct fd_census n;
+
+	proxy_fd_census(p, &n);
+	return n.total;
+}
+
+long
+proxy_rss_kib(struct proxy *p)
+{
+	char path[64], line[256];
+	FILE *f;
+	long kib = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)p->pid);
+	f = fopen(path, "r");
+	if (!f)
+		fail_msg("cannot read %s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	if (kib < 0)
+		fail_msg("no VmRSS line in %s", path);
+	return kib;
+}
+
+double
+proxy_cpu_seconds(struct proxy *p)
+{
+	char path[64], buf[1024];
+	FILE *f;
+	size_t n;
+	const char *fields;
+	unsigned long long utime = 0, stime = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p->pid);
+	f = fopen(path, "r");
+	if (!f)
+		fail_msg("cannot read %s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may contain anything; the fields follow its closing parenthesis. */
+	fields = strrchr(buf, ')');
+	if (!fields || sscanf(fields + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+	                      &utime, &stime) != 2)
+		fail_msg("cannot parse %s", path);
+	return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long
+parse_limit(const char *s)
+{
+	return strcmp(s, "unlimited") == 0 ? -1 : strtol(s, NULL, 10);
+}
+
+void
+proxy_nofile_limits(struct proxy *p, long *soft, long *hard)
+{
+	char path[64], line[256], a[32], b[32];
+	FILE *f;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)p->pid);
+	f = fopen(path, "r");
+	if (!f)
+		fail_msg("cannot read %s: %s", path, strerror(errno));
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "Max open files %31s %31s", a, b) == 2) {
+			*soft = parse_limit(a);
+			*hard = parse_limit(b);
+			found = true;
+		}
+	}
+	fclose(f);
+	if (!found)
+		fail_msg("no 'Max open files' line in %s", path);
+}
+
 /* ---- Clients ---- */
 
 static void
@@ -960,6 +1078,11 @@ client_read_response(struct client *c, struct response *r, unsigned flags)
 		r->ninterim++;
 		msg_head_free(&r->head);
 	}
+	if ((flags & RESP_CONNECT) && r->head.status / 100 == 2) {
+		/* A tunnel follows the head (RFC 9112 section 6.3, rule 2). */
+		r->framing = FRAMING_NONE;
+		return WIRE_OK;
+	}
 	if (wire_framing(&r->head, false, (flags & RESP_HEAD) != 0, &r->framing, &len) != WIRE_OK) {
 		snprintf(
 			r->why, sizeof(r->why),
@@ -1020,6 +1143,68 @@ client_eof(struct client *c, int timeout_ms)
 	return n == 0 || n == WIRE_IO;
 }
 
+int
+client_recv_exact(struct client *c, uint64_t len, struct body *b)
+{
+	return wire_recv_exact(&c->w, len, b, CLIENT_TIMEOUT_MS);
+}
+
+int
+client_recv_to_eof(struct client *c, struct body *b)
+{
+	return wire_recv_to_eof(&c->w, b, CLIENT_TIMEOUT_MS);
+}
+
+void
+client_exchange(struct client *c, uint64_t send_len, struct body *got, struct exchange *x)
+{
+	wire_exchange(&c->w, send_len, got, CLIENT_TIMEOUT_MS, x);
+}
+
+void
+client_shutdown_write(struct client *c)
+{
+	if (shutdown(c->fd, SHUT_WR) != 0)
+		fail_msg("shutdown(SHUT_WR) of the client connection: %s", strerror(errno));
+}
+
+int
+client_connect(struct client *c, int proxy_port, const char *authority, struct response *r)
+{
+	int rc;
+
+	client_open(c, proxy_port);
+	client_sendf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority);
+	rc = client_read_response(c, r, RESP_CONNECT);
+	if (rc != WIRE_OK) {
+		print_error("CONNECT %s: reading the proxy's answer failed: %s%s%s\n", authority,
+		            wire_strerror(rc), r->why[0] ? ": " : "", r->why);
+		if (r->head.status)
+			response_print(r);
+		fail();
+	}
+	return r->head.status;
+}
+
+void
+harness_open_tunnel(struct client *c, int proxy_port, const char *authority, const char *file,
+                    int line)
+{
+	struct response r;
+
+	client_connect(c, proxy_port, authority, &r);
+	if (r.head.status != 200 || r.head.major != 1 || r.head.minor != 1 ||
+	    strcmp(r.head.reason, "Connection established") != 0 || r.head.headers.n != 0) {
+		print_error("CONNECT %s: expected \"HTTP/1.1 200 Connection established\" and an "
+		            "empty head\n",
+		            authority);
+		response_print(&r);
+		response_free(&r);
+		_fail(file, line);
+	}
+	response_free(&r);
+}
+
 const char *
 url_authority(const char *url, char *buf, size_t size)
 {
@@ -1055,6 +1240,7 @@ harness_read_ok(struct client *c, struct response *r, unsigned flags, const char
 		            r->why[0] ? ": " : "", r->why);
 		if (r->head.status)
 			response_print(r);
+		response_free(r);
 		_fail(file, line);
 	}
 }

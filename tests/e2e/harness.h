@@ -116,6 +116,19 @@ void proxy_stop(struct proxy *p);
 double proxy_stop_with(struct proxy *p, int sig);
 /* Fails the test if the daemon has died. */
 void proxy_assert_alive(struct proxy *p);
+/* Open file descriptors of the daemon (entries of /proc/PID/fd). */
+int proxy_fd_count(struct proxy *p);
+/* The same, by kind. */
+struct fd_census {
+	int total, sockets, pipes, other;
+};
+void proxy_fd_census(struct proxy *p, struct fd_census *census);
+/* The daemon's resident memory (VmRSS in /proc/PID/status), in KiB. */
+long proxy_rss_kib(struct proxy *p);
+/* CPU time (user + system) the daemon has used so far, in seconds. */
+double proxy_cpu_seconds(struct proxy *p);
+/* The daemon's RLIMIT_NOFILE from /proc/PID/limits (-1: unlimited). */
+void proxy_nofile_limits(struct proxy *p, long *soft, long *hard);
 
 /* ---- Clients ---- */
 
@@ -152,6 +165,7 @@ struct response {
 
 #define RESP_HEAD 1u    /* the request was HEAD: no body */
 #define RESP_INTERIM 2u /* return 1xx responses instead of skipping them */
+#define RESP_CONNECT 4u /* the request was CONNECT: a 2xx has no body, a tunnel follows */
 
 /* Reads one response. Returns WIRE_OK or a WIRE_* error. */
 int client_read_response(struct client *c, struct response *r, unsigned flags);
@@ -162,6 +176,32 @@ void response_print(const struct response *r);
 
 /* True if the peer closes (or resets) within timeout_ms with no further data. */
 bool client_eof(struct client *c, int timeout_ms);
+
+/*
+ * Raw bytes, for tunnels and upgraded connections; bytes already buffered
+ * behind a response head come first. See wire_recv_exact, wire_recv_to_eof
+ * and wire_exchange; each waits at most CLIENT_TIMEOUT_MS for progress.
+ */
+int client_recv_exact(struct client *c, uint64_t len, struct body *b);
+int client_recv_to_eof(struct client *c, struct body *b);
+void client_exchange(struct client *c, uint64_t send_len, struct body *got, struct exchange *x);
+/* shutdown(SHUT_WR): the proxy sees the end of the client's stream. */
+void client_shutdown_write(struct client *c);
+
+/*
+ * Opens a client connection and sends "CONNECT authority HTTP/1.1" (with a
+ * Host field), then reads the answer into r (RESP_CONNECT); returns its
+ * status, or fails the test if no well-formed answer arrives.
+ */
+int client_connect(struct client *c, int proxy_port, const char *authority, struct response *r);
+/*
+ * Same, and asserts the tunnel opened: "HTTP/1.1 200 Connection established"
+ * with an empty head (no fields, hence no body).
+ */
+void harness_open_tunnel(struct client *c, int proxy_port, const char *authority, const char *file,
+                         int line);
+#define open_tunnel(c, port, authority)                                                            \
+	harness_open_tunnel((c), (port), (authority), __FILE__, __LINE__)
 
 /* Authority ("host:port") of an absolute http URL. */
 const char *url_authority(const char *url, char *buf, size_t size);

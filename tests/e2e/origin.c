@@ -19,10 +19,12 @@
 
 #include "harness.h"
 
-#define ORIGIN_MAX_CONNS 1024
+#define ORIGIN_MAX_CONNS 4096
 #define ORIGIN_MAX_REQUESTS 4096
 #define ORIGIN_MAX_ERRORS 32
 #define ORIGIN_MAX_HEAD (1u << 20)
+#define ORIGIN_THREAD_STACK (1u << 20)
+#define ORIGIN_SUMMARY_CONNS 32 /* connections listed one by one in a summary */
 
 struct origin_conn {
 	struct origin *origin;
@@ -32,12 +34,17 @@ struct origin_conn {
 	unsigned conn_no;
 	unsigned nreq;
 	bool closed;                /* no more requests on this connection */
+	atomic_bool raw;            /* switched to raw bytes: no more requests */
 	int idle_close_ms;          /* >= 0: close if idle that long */
 	struct origin_request *cur; /* request being handled */
+	_Atomic uint64_t raw_in;    /* bytes the raw helpers received */
+	_Atomic uint64_t sent;      /* bytes send() accepted */
+	atomic_bool done;           /* handled and closed */
 };
 
 struct origin {
 	origin_handler handler;
+	origin_raw_handler raw_handler; /* set for a raw origin instead of handler */
 	void *arg;
 	int listen_fd;
 	int port;
@@ -48,6 +55,8 @@ struct origin {
 	struct origin_conn *conns[ORIGIN_MAX_CONNS];
 	unsigned nconns;
 	unsigned peer_closed;
+	atomic_uint nclosed;
+	_Atomic uint64_t bytes_sent;
 
 	struct origin_request *requests[ORIGIN_MAX_REQUESTS];
 	unsigned nrequests;
@@ -172,13 +181,29 @@ body_length(const struct origin_request *req)
 	return len;
 }
 
+/* The end of a connection's thread: closed, and its buffer no longer needed. */
+static void
+conn_finish(struct origin_conn *c)
+{
+	conn_close_fd(c, false);
+	wire_free(&c->w);
+	atomic_store(&c->done, true);
+	atomic_fetch_add(&c->origin->nclosed, 1);
+}
+
 static void *
 conn_main(void *arg)
 {
 	struct origin_conn *c = arg;
 	struct origin *o = c->origin;
 
-	while (!c->closed && !o->stopping) {
+	if (o->raw_handler) {
+		c->raw = true;
+		o->raw_handler(c, o->arg);
+		conn_finish(c);
+		return NULL;
+	}
+	while (!c->closed && !c->raw && !o->stopping) {
 		struct origin_request *req;
 		char why[256];
 		uint64_t len = 0;
@@ -223,12 +248,12 @@ conn_main(void *arg)
 		if (!req->expects_continue && !read_body(c, req, len))
 			break;
 		o->handler(c, req, o->arg);
-		if (!req->body_complete && !c->closed)
+		if (!req->body_complete && !c->closed && !c->raw)
 			read_body(c, req, len);
 		publish(o, req);
 		c->cur = NULL;
 	}
-	conn_close_fd(c, false);
+	conn_finish(c);
 	return NULL;
 }
 
@@ -236,7 +261,11 @@ static void *
 accept_main(void *arg)
 {
 	struct origin *o = arg;
+	pthread_attr_t attr;
 
+	/* Small stacks: a test may open a thousand connections. */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, ORIGIN_THREAD_STACK);
 	while (!o->stopping) {
 		struct pollfd pfd = {.fd = o->listen_fd, .events = POLLIN};
 		struct origin_conn *c;
@@ -268,7 +297,7 @@ accept_main(void *arg)
 		}
 		c->conn_no = o->nconns + 1;
 		o->conns[o->nconns++] = c;
-		if (pthread_create(&c->thread, NULL, conn_main, c) != 0) {
+		if (pthread_create(&c->thread, &attr, conn_main, c) != 0) {
 			o->nconns--;
 			pthread_mutex_unlock(&o->lock);
 			origin_error(o, "cannot start a connection thread");
@@ -279,6 +308,7 @@ accept_main(void *arg)
 		}
 		pthread_mutex_unlock(&o->lock);
 	}
+	pthread_attr_destroy(&attr);
 	return NULL;
 }
 
@@ -299,9 +329,20 @@ origin_print_summary(struct origin *o)
 {
 	pthread_mutex_lock(&o->lock);
 	fprintf(stderr,
-	        "----- origin 127.0.0.1:%d: %u connection(s), %u closed by the proxy, "
-	        "%u request(s) -----\n",
-	        o->port, o->nconns, o->peer_closed, o->nrequests);
+	        "----- %sorigin 127.0.0.1:%d: %u connection(s), %u closed by the proxy, "
+	        "%u ended, %u request(s), %llu bytes sent -----\n",
+	        o->raw_handler ? "raw " : "", o->port, o->nconns, o->peer_closed,
+	        atomic_load(&o->nclosed), o->nrequests,
+	        (unsigned long long)atomic_load(&o->bytes_sent));
+	for (unsigned i = 0; i < o->nconns && i < ORIGIN_SUMMARY_CONNS; i++) {
+		struct origin_conn *c = o->conns[i];
+
+		if (c->raw)
+			fprintf(stderr, "  conn %u (raw): %llu bytes in, %llu bytes out, %s\n",
+			        c->conn_no, (unsigned long long)atomic_load(&c->raw_in),
+			        (unsigned long long)atomic_load(&c->sent),
+			        atomic_load(&c->done) ? "closed" : "open");
+	}
 	for (unsigned i = 0; i < o->nrequests; i++) {
 		const struct origin_request *q = o->requests[i];
 
@@ -315,8 +356,8 @@ origin_print_summary(struct origin *o)
 	pthread_mutex_unlock(&o->lock);
 }
 
-struct origin *
-origin_start(origin_handler handler, void *arg)
+static struct origin *
+start(origin_handler handler, origin_raw_handler raw_handler, void *arg)
 {
 	struct origin *o = calloc(1, sizeof(*o));
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -324,6 +365,7 @@ origin_start(origin_handler handler, void *arg)
 
 	assert_non_null(o);
 	o->handler = handler;
+	o->raw_handler = raw_handler;
 	o->arg = arg;
 	pthread_mutex_init(&o->lock, NULL);
 	o->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -338,6 +380,18 @@ origin_start(origin_handler handler, void *arg)
 	harness_defer(origin_stop_deferred, o);
 	harness_on_failure(origin_summary_hook, o);
 	return o;
+}
+
+struct origin *
+origin_start(origin_handler handler, void *arg)
+{
+	return start(handler, NULL, arg);
+}
+
+struct origin *
+origin_start_raw(origin_raw_handler handler, void *arg)
+{
+	return start(NULL, handler, arg);
 }
 
 void
@@ -397,6 +451,31 @@ origin_connection_count(struct origin *o)
 	n = o->nconns;
 	pthread_mutex_unlock(&o->lock);
 	return n;
+}
+
+unsigned
+origin_closed_count(struct origin *o)
+{
+	return atomic_load(&o->nclosed);
+}
+
+bool
+origin_wait_closed(struct origin *o, unsigned n, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+
+	while (origin_closed_count(o) < n) {
+		if (now_s() >= deadline)
+			return false;
+		sleep_ms(5);
+	}
+	return true;
+}
+
+uint64_t
+origin_bytes_sent(struct origin *o)
+{
+	return atomic_load(&o->bytes_sent);
 }
 
 unsigned
@@ -517,14 +596,32 @@ origin_conn_no(const struct origin_conn *c)
 	return c->conn_no;
 }
 
+static void
+count_sent(struct origin_conn *c, uint64_t n)
+{
+	atomic_fetch_add(&c->sent, n);
+	atomic_fetch_add(&c->origin->bytes_sent, n);
+}
+
 bool
 origin_send(struct origin_conn *c, const void *data, size_t len)
 {
+	const char *p = data;
+
 	if (c->fd < 0)
 		return false;
-	if (wire_send_all(c->fd, data, len) != 0) {
-		c->closed = true;
-		return false;
+	while (len > 0) {
+		ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			c->closed = true;
+			return false;
+		}
+		count_sent(c, (uint64_t)n);
+		p += n;
+		len -= (size_t)n;
 	}
 	return true;
 }
@@ -740,4 +837,135 @@ origin_pause(struct origin_conn *c, int ms)
 
 	while (!c->origin->stopping && now_s() < deadline)
 		sleep_ms(5);
+}
+
+/* ---- Raw bytes ---- */
+
+long
+origin_recv(struct origin_conn *c, void *buf, size_t len, int idle_ms)
+{
+	double deadline = now_s() + idle_ms / 1000.0;
+	size_t have = wire_buffered(&c->w);
+
+	c->raw = true;
+	if (have > 0) {
+		size_t n = have < len ? have : len;
+
+		memcpy(buf, c->w.buf + c->w.rpos, n);
+		c->w.rpos += n;
+		atomic_fetch_add(&c->raw_in, n);
+		return (long)n;
+	}
+	if (c->fd < 0)
+		return WIRE_IO;
+	for (;;) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+		int left = (int)((deadline - now_s()) * 1000.0);
+		ssize_t n;
+
+		if (left <= 0)
+			return WIRE_TIMEOUT;
+		if (poll(&pfd, 1, left < 50 ? left : 50) <= 0) {
+			if (c->origin->stopping)
+				return WIRE_IO;
+			continue;
+		}
+		n = recv(c->fd, buf, len, MSG_DONTWAIT);
+		if (n > 0) {
+			atomic_fetch_add(&c->raw_in, (uint64_t)n);
+			return (long)n;
+		}
+		if (n == 0)
+			return 0;
+		if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+			continue;
+		return WIRE_IO;
+	}
+}
+
+int
+origin_recv_exact(struct origin_conn *c, uint64_t len, struct body *b, int idle_ms)
+{
+	uint64_t before = b->len;
+	int rc;
+
+	c->raw = true;
+	if (c->fd < 0)
+		return WIRE_IO;
+	rc = wire_recv_exact(&c->w, len, b, idle_ms);
+	atomic_fetch_add(&c->raw_in, b->len - before);
+	return rc;
+}
+
+int
+origin_recv_to_eof(struct origin_conn *c, struct body *b, int idle_ms)
+{
+	uint64_t before = b->len;
+	int rc;
+
+	c->raw = true;
+	if (c->fd < 0)
+		return WIRE_IO;
+	rc = wire_recv_to_eof(&c->w, b, idle_ms);
+	atomic_fetch_add(&c->raw_in, b->len - before);
+	return rc;
+}
+
+void
+origin_exchange(struct origin_conn *c, uint64_t send_len, struct body *got, int idle_ms,
+                struct exchange *x)
+{
+	uint64_t before = got->len;
+
+	c->raw = true;
+	if (c->fd < 0) {
+		memset(x, 0, sizeof(*x));
+		x->send_err = EBADF;
+		x->recv_rc = WIRE_IO;
+		return;
+	}
+	wire_exchange(&c->w, send_len, got, idle_ms, x);
+	atomic_fetch_add(&c->raw_in, got->len - before);
+	count_sent(c, x->sent);
+}
+
+int
+origin_echo(struct origin_conn *c, int idle_ms, uint64_t *echoed)
+{
+	char *buf = malloc(64 * 1024);
+	uint64_t total = 0;
+	int rc = WIRE_OK;
+
+	c->raw = true;
+	if (!buf)
+		return WIRE_IO;
+	for (;;) {
+		long n = origin_recv(c, buf, 64 * 1024, idle_ms);
+
+		if (n == 0) {
+			if (!origin_shutdown_write(c))
+				rc = WIRE_IO;
+			break;
+		}
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		if (!origin_send(c, buf, (size_t)n)) {
+			rc = WIRE_IO;
+			break;
+		}
+		total += (uint64_t)n;
+	}
+	free(buf);
+	if (echoed)
+		*echoed = total;
+	return rc;
+}
+
+bool
+origin_shutdown_write(struct origin_conn *c)
+{
+	c->raw = true;
+	return c->fd >= 0 && shutdown(c->fd, SHUT_WR) == 0;
 }

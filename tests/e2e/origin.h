@@ -12,6 +12,10 @@
  * still unread, so it can send 100 Continue (or not) first; every other
  * request reaches it with the body already read. A body the handler leaves
  * unread is read after it returns.
+ *
+ * An origin can also speak raw TCP (origin_start_raw): its handler gets each
+ * accepted connection as it is, as the far end of a CONNECT tunnel. An HTTP
+ * handler may switch its connection to raw bytes too (after answering 101).
  */
 #ifndef KP_E2E_ORIGIN_H
 #define KP_E2E_ORIGIN_H
@@ -44,6 +48,13 @@ typedef void (*origin_handler)(struct origin_conn *c, const struct origin_reques
 
 /* Starts an origin; it is stopped at teardown unless origin_stop() comes first. */
 struct origin *origin_start(origin_handler handler, void *arg);
+/*
+ * Starts an origin without HTTP: handler(c, arg) runs once per accepted
+ * connection (in that connection's thread) and uses the raw helpers below;
+ * the connection is closed when it returns.
+ */
+typedef void (*origin_raw_handler)(struct origin_conn *c, void *arg);
+struct origin *origin_start_raw(origin_raw_handler handler, void *arg);
 void origin_stop(struct origin *o);
 int origin_port(const struct origin *o);
 /* "http://127.0.0.1:PORT" followed by path. */
@@ -54,6 +65,11 @@ unsigned origin_connection_count(struct origin *o);
 /* Connections on which the peer (the proxy) closed or reset while the origin waited for a request.
  */
 unsigned origin_peer_closed_count(struct origin *o);
+/* Connections whose handling has ended and which the origin has closed. */
+unsigned origin_closed_count(struct origin *o);
+bool origin_wait_closed(struct origin *o, unsigned n, int timeout_ms);
+/* Bytes that send() accepted, over all connections and helpers. */
+uint64_t origin_bytes_sent(struct origin *o);
 /* Requests recorded so far, in the order their bodies completed. */
 unsigned origin_request_count(struct origin *o);
 const struct origin_request *origin_request_at(struct origin *o, unsigned index);
@@ -112,5 +128,30 @@ void origin_close_when_idle(struct origin_conn *c, int ms);
 void origin_stay_silent(struct origin_conn *c, int max_ms);
 /* Sleeps ms (cut short when the origin stops). */
 void origin_pause(struct origin_conn *c, int ms);
+
+/*
+ * ---- Raw bytes: tunnels, and connections switched by a 101 ----
+ *
+ * Once one of these is used on a connection of an HTTP origin, that
+ * connection carries no further requests and is closed when the handler
+ * returns. Bytes that arrived behind the request head come first. idle_ms
+ * bounds each wait for progress; origin_stop() cuts every wait short.
+ */
+
+/* Up to len bytes: >0 the count, 0 end of stream, WIRE_TIMEOUT or WIRE_IO. */
+long origin_recv(struct origin_conn *c, void *buf, size_t len, int idle_ms);
+/* See wire_recv_exact, wire_recv_to_eof and wire_exchange. */
+int origin_recv_exact(struct origin_conn *c, uint64_t len, struct body *b, int idle_ms);
+int origin_recv_to_eof(struct origin_conn *c, struct body *b, int idle_ms);
+void origin_exchange(struct origin_conn *c, uint64_t send_len, struct body *got, int idle_ms,
+                     struct exchange *x);
+/*
+ * Sends back whatever arrives until the end of the stream, then shuts down
+ * writing. Returns WIRE_OK, or the WIRE_* error that ended it; *echoed (may
+ * be NULL) gets the byte count.
+ */
+int origin_echo(struct origin_conn *c, int idle_ms, uint64_t *echoed);
+/* shutdown(SHUT_WR): the proxy sees the end of the origin's stream. */
+bool origin_shutdown_write(struct origin_conn *c);
 
 #endif

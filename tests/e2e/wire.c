@@ -5,12 +5,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define WIRE_INITIAL_BUFFER (64u * 1024u)
 #define WIRE_MAX_LINE 8192u
@@ -871,4 +874,187 @@ wire_read_body(struct wire *w, enum framing f, uint64_t length, struct body *b,
 		}
 	}
 	return WIRE_BAD;
+}
+
+/* ---- Raw byte streams ---- */
+
+#define WIRE_RAW_BLOCK (256u * 1024u)
+
+static double
+mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for events on fd: 1 ready, 0 idle_ms passed, <0 WIRE_IO. */
+static int
+wait_fd(int fd, short events, int idle_ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = events};
+
+	for (;;) {
+		int r = poll(&pfd, 1, idle_ms);
+
+		if (r > 0)
+			return 1;
+		if (r == 0)
+			return 0;
+		if (errno != EINTR)
+			return WIRE_IO;
+	}
+}
+
+/* Like wire_fill, but waits at most idle_ms for the first byte. */
+static long
+fill_within(struct wire *w, int idle_ms)
+{
+	int r = wait_fd(w->fd, POLLIN, idle_ms);
+
+	if (r == 0) {
+		w->last_errno = ETIMEDOUT;
+		return WIRE_TIMEOUT;
+	}
+	if (r < 0) {
+		w->last_errno = errno;
+		return WIRE_IO;
+	}
+	return wire_fill(w);
+}
+
+int
+wire_recv_exact(struct wire *w, uint64_t len, struct body *b, int idle_ms)
+{
+	while (len > 0) {
+		size_t n = wire_buffered(w);
+
+		if (n == 0) {
+			long r = fill_within(w, idle_ms);
+
+			if (r == 0)
+				return WIRE_TRUNC;
+			if (r < 0)
+				return (int)r;
+			continue;
+		}
+		if (n > len)
+			n = (size_t)len;
+		body_feed(b, w->buf + w->rpos, n);
+		w->rpos += n;
+		len -= n;
+	}
+	return WIRE_OK;
+}
+
+int
+wire_recv_to_eof(struct wire *w, struct body *b, int idle_ms)
+{
+	for (;;) {
+		long r;
+
+		if (wire_buffered(w) > 0) {
+			body_feed(b, w->buf + w->rpos, wire_buffered(w));
+			w->rpos = w->wpos;
+		}
+		r = fill_within(w, idle_ms);
+		if (r == 0)
+			return WIRE_OK;
+		if (r < 0)
+			return (int)r;
+	}
+}
+
+struct sender {
+	int fd;
+	uint64_t len;
+	int idle_ms;
+	uint64_t sent;
+	int err;
+};
+
+static void *
+sender_main(void *arg)
+{
+	struct sender *s = arg;
+	char *block = xmalloc(WIRE_RAW_BLOCK);
+	uint64_t off = 0;
+
+	while (off < s->len && s->err == 0) {
+		size_t n = s->len - off < WIRE_RAW_BLOCK ? (size_t)(s->len - off) : WIRE_RAW_BLOCK;
+		size_t done = 0;
+
+		pattern_fill(block, off, n);
+		while (done < n) {
+			ssize_t k =
+				send(s->fd, block + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (k > 0) {
+				done += (size_t)k;
+				s->sent += (uint64_t)k;
+				continue;
+			}
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				int r = wait_fd(s->fd, POLLOUT, s->idle_ms);
+
+				if (r > 0)
+					continue;
+				s->err = r == 0 ? ETIMEDOUT : errno;
+				break;
+			}
+			s->err = k < 0 ? errno : EIO;
+			break;
+		}
+		off += done;
+	}
+	if (s->err == 0 && shutdown(s->fd, SHUT_WR) != 0)
+		s->err = errno;
+	free(block);
+	return NULL;
+}
+
+void
+wire_exchange(struct wire *w, uint64_t send_len, struct body *got, int idle_ms, struct exchange *x)
+{
+	struct sender s = {.fd = w->fd, .len = send_len, .idle_ms = idle_ms};
+	pthread_t th;
+	bool started;
+	double t0 = mono_s();
+
+	memset(x, 0, sizeof(*x));
+	started = pthread_create(&th, NULL, sender_main, &s) == 0;
+	if (!started)
+		s.err = EAGAIN;
+	x->recv_rc = wire_recv_to_eof(w, got, idle_ms);
+	if (x->recv_rc == WIRE_IO || x->recv_rc == WIRE_TIMEOUT)
+		x->recv_err = w->last_errno;
+	if (started)
+		pthread_join(th, NULL);
+	x->sent = s.sent;
+	x->send_err = s.err;
+	x->seconds = mono_s() - t0;
+}
+
+const char *
+exchange_describe(const struct exchange *x, uint64_t send_len, const struct body *got, char *buf,
+                  size_t size)
+{
+	char stopped[96] = "", bad[64] = "", why[96] = "";
+
+	if (x->send_err)
+		snprintf(stopped, sizeof(stopped), " (stopped: %s)", strerror(x->send_err));
+	if (!got->pattern_ok)
+		snprintf(bad, sizeof(bad), ", first wrong byte at offset %llu",
+		         (unsigned long long)got->pattern_bad);
+	if (x->recv_err)
+		snprintf(why, sizeof(why), ": %s", strerror(x->recv_err));
+	snprintf(buf, size, "sent %llu of %llu bytes%s, received %llu bytes%s then %s%s, %.2f s",
+	         (unsigned long long)x->sent, (unsigned long long)send_len, stopped,
+	         (unsigned long long)got->len, bad,
+	         x->recv_rc == WIRE_OK ? "end of stream" : wire_strerror(x->recv_rc), why,
+	         x->seconds);
+	return buf;
 }

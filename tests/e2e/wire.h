@@ -95,6 +95,37 @@ long wire_fill(struct wire *w);
 /* Sends everything (MSG_NOSIGNAL). Returns 0 or -errno. */
 int wire_send_all(int fd, const void *data, size_t len);
 
+/* ---- Raw byte streams (tunnels, upgraded connections) ---- */
+
+/*
+ * Reads exactly len bytes (buffered bytes first) into b. Gives up after
+ * idle_ms without a byte. Returns WIRE_OK, WIRE_TRUNC (end of stream first),
+ * WIRE_TIMEOUT or WIRE_IO.
+ */
+int wire_recv_exact(struct wire *w, uint64_t len, struct body *b, int idle_ms);
+/* Reads into b until the end of the stream: WIRE_OK, WIRE_TIMEOUT or WIRE_IO. */
+int wire_recv_to_eof(struct wire *w, struct body *b, int idle_ms);
+
+/*
+ * Both directions of a raw stream at once: a helper thread sends send_len
+ * pattern bytes (offsets from 0) and then shuts down writing, while the
+ * calling thread reads into got (buffered bytes first) until the end of the
+ * stream. Either direction gives up after idle_ms without progress.
+ */
+struct exchange {
+	uint64_t sent;  /* bytes send() accepted */
+	int send_err;   /* 0, or the errno that stopped sending (ETIMEDOUT: no progress) */
+	int recv_rc;    /* WIRE_OK once the end of the stream was read, else a WIRE_* error */
+	int recv_err;   /* errno behind a WIRE_IO or WIRE_TIMEOUT */
+	double seconds; /* until both directions were done */
+};
+
+void wire_exchange(struct wire *w, uint64_t send_len, struct body *got, int idle_ms,
+                   struct exchange *x);
+/* One line on x and got: "sent 5 of 5 bytes, received 7 bytes then end of stream, 0.01 s". */
+const char *exchange_describe(const struct exchange *x, uint64_t send_len, const struct body *got,
+                              char *buf, size_t size);
+
 /* ---- Messages ---- */
 
 struct msg_head {
