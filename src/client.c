@@ -25,13 +25,6 @@
  */
 #define LINGER_SECONDS 2.0
 
-enum io_result {
-	IO_DATA,    /* bytes arrived */
-	IO_AGAIN,   /* nothing now */
-	IO_FULL,    /* no room in the buffer */
-	IO_EOF,
-	IO_ERROR,   /* errno says why */
-};
 
 static void process_input(struct client *c);
 static void exchange_run(struct client *c);
@@ -187,7 +180,7 @@ sync_watchers(struct client *c)
 
 /* ---- I/O primitives ------------------------------------------------------- */
 
-static enum io_result
+static enum move_status
 fill(int fd, struct buf *b, ssize_t *got)
 {
 	ssize_t n;
@@ -195,34 +188,34 @@ fill(int fd, struct buf *b, ssize_t *got)
 	if (buf_room(b) == 0)
 		buf_compact(b);
 	if (buf_room(b) == 0)
-		return IO_FULL;
+		return MOVE_FULL;
 	n = recv(fd, buf_tail(b), buf_room(b), 0);
 	if (n > 0) {
 		b->end += (size_t)n;
 		*got = n;
-		return IO_DATA;
+		return MOVE_OK;
 	}
 	if (n == 0)
-		return IO_EOF;
+		return MOVE_EOF;
 	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-		return IO_AGAIN;
-	return IO_ERROR;
+		return MOVE_AGAIN;
+	return MOVE_ERROR;
 }
 
-static enum io_result
+static enum move_status
 client_fill(struct client *c)
 {
-	enum io_result r;
+	enum move_status r;
 	ssize_t got = 0;
 
 	if (c->peer_eof)
-		return IO_EOF;
+		return MOVE_EOF;
 	if (!c->in && !(c->in = buf_get()))
-		return IO_ERROR;
+		return MOVE_ERROR;
 	r = fill(c->fd, c->in, &got);
-	if (r == IO_DATA)
+	if (r == MOVE_OK)
 		touch(c);
-	else if (r == IO_EOF)
+	else if (r == MOVE_EOF)
 		c->peer_eof = true;
 	return r;
 }
@@ -958,52 +951,40 @@ pull_response(struct client *c)
 {
 	struct exchange *ex = &c->ex;
 	struct upstream *up = ex->up;
-	enum io_result r;
+	enum move_status r;
 	ssize_t got = 0;
 
 	if (response_splices(ex)) {
 		uint64_t left = framer_payload_left(&ex->resp_body);
-		size_t moved;
+		size_t moved = 0;
 
-		switch (mover_pull(&ex->resp_mover, up->fd, left ? left : SIZE_MAX, &moved)) {
-		case MOVE_OK:
+		r = mover_pull(&ex->resp_mover, up->fd, left ? left : SIZE_MAX, &moved);
+		if (r == MOVE_OK)
 			framer_payload_moved(&ex->resp_body, moved);
-			ex->resp_received += moved;
-			touch(c);
+		got = (ssize_t)moved;
+		/* The mover fell back to copying (EINVAL): so does this response. */
+		if (r == MOVE_FULL && ex->resp_mover.copy) {
+			ex->copy_body = true;
 			return 1;
-		case MOVE_EOF:
-			ex->upstream_eof = true;
-			return 1;
-		case MOVE_ERROR:
-			ex->upstream_eof = ex->upstream_reset = true;
-			return 1;
-		case MOVE_FULL:
-			/* The mover fell back to copying (EINVAL): so does this response. */
-			if (ex->resp_mover.copy)
-				ex->copy_body = true;
-			return ex->copy_body;
-		case MOVE_AGAIN:
-			return 0;
 		}
+	} else if (!up->in && !(up->in = buf_get())) {
+		r = MOVE_ERROR;
+	} else {
+		r = fill(up->fd, up->in, &got);
 	}
-	if (!up->in && !(up->in = buf_get())) {
-		ex->upstream_eof = ex->upstream_reset = true;
-		return 1;
-	}
-	r = fill(up->fd, up->in, &got);
 	switch (r) {
-	case IO_DATA:
+	case MOVE_OK:
 		ex->resp_received += (uint64_t)got;
 		touch(c);
 		return 1;
-	case IO_EOF:
+	case MOVE_EOF:
 		ex->upstream_eof = true;
 		return 1;
-	case IO_ERROR:
+	case MOVE_ERROR:
 		ex->upstream_eof = ex->upstream_reset = true;
 		return 1;
-	case IO_AGAIN:
-	case IO_FULL:
+	case MOVE_AGAIN:
+	case MOVE_FULL:
 		break;
 	}
 	return 0;
@@ -1187,7 +1168,7 @@ client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		tunnel_run(c);
 		return;
 	}
-	if (client_fill(c) == IO_ERROR) {
+	if (client_fill(c) == MOVE_ERROR) {
 		abort_exchange(c, strerror(errno));
 		return;
 	}
