@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/policy.h"
@@ -15,8 +16,6 @@
 #include "kp/server.h"
 #include "kp/stats.h"
 #include "kp/upstream.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 /*
  * After the last response, wait this long for the client's EOF before
@@ -95,16 +94,7 @@ set_state(struct client *c, enum client_state next)
 static void
 watch(struct client *c, bool readable, bool writable)
 {
-	struct ev_loop *loop = c->srv->loop;
-
-	if (readable && !ev_is_active(&c->rio))
-		ev_io_start(loop, &c->rio);
-	else if (!readable && ev_is_active(&c->rio))
-		ev_io_stop(loop, &c->rio);
-	if (writable && !ev_is_active(&c->wio))
-		ev_io_start(loop, &c->wio);
-	else if (!writable && ev_is_active(&c->wio))
-		ev_io_stop(loop, &c->wio);
+	io_watch(c->srv->loop, &c->rio, &c->wio, readable, writable);
 }
 
 static bool
@@ -197,7 +187,7 @@ fill(int fd, struct buf *b, ssize_t *got)
 	}
 	if (n == 0)
 		return MOVE_EOF;
-	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+	if (net_would_block())
 		return MOVE_AGAIN;
 	return MOVE_ERROR;
 }
@@ -235,7 +225,7 @@ send_two(int fd, const char *a, size_t alen, const char *b, size_t blen)
 
 	if (w >= 0)
 		return w;
-	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+	if (net_would_block())
 		return 0;
 	return -1;
 }
@@ -353,7 +343,7 @@ linger_drain(struct client *c)
 
 	while ((n = recv(c->fd, scratch, sizeof(scratch), 0)) > 0)
 		;
-	if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+	if (n == 0 || !net_would_block())
 		client_close(c);
 }
 
@@ -975,6 +965,8 @@ pull_response(struct client *c)
 	switch (r) {
 	case MOVE_OK:
 		ex->resp_received += (uint64_t)got;
+		if (ex->copy_body)
+			kp_stats.bytes_copied += (uint64_t)got;
 		touch(c);
 		return 1;
 	case MOVE_EOF:

@@ -144,6 +144,12 @@ net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
 	return buf;
 }
 
+bool
+net_would_block(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
 void
 net_close(int *fd)
 {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp/evglue.h"
+
 struct pool_host {
 	struct pool_host *chain;     /* next in the hash bucket */
 	struct pool_entry *newest;   /* head of this host's list */
@@ -163,7 +165,7 @@ drop(struct pool_entry *e, enum pool_drop_reason why)
 static void
 expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct pool_entry *e = (struct pool_entry *)((char *)w - offsetof(struct pool_entry, expiry));
+	struct pool_entry *e = container_of(w, struct pool_entry, expiry);
 
 	(void)loop;
 	(void)revents;

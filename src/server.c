@@ -9,14 +9,13 @@
 #include "kp/buf.h"
 #include "kp/client.h"
 #include "kp/dns.h"
+#include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/pool.h"
 #include "kp/splice.h"
 #include "kp/stats.h"
 #include "kp/upstream.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 /* Accepts per readiness event: a burst of connects must not starve established clients. */
 #define ACCEPTS_PER_EVENT 64
@@ -39,7 +38,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			if (errno == EMFILE || errno == ENFILE)
 				log_warn("accept: %s (raise the fd limit or lower --max-clients)",
 				         strerror(errno));
-			else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			else if (!net_would_block() &&
 			         errno != ECONNABORTED)
 				log_warn("accept: %s", strerror(errno));
 			break;

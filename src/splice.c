@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/net.h"
 #include "kp/stats.h"
 
 static struct {
@@ -170,12 +171,6 @@ mover_has_room(const struct mover *m)
 	return !m->full && m->in_pipe < pipes.size;
 }
 
-static bool
-would_block(void)
-{
-	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-}
-
 static enum move_status
 pull_copy(struct mover *m, int src, size_t max, size_t *moved)
 {
@@ -198,7 +193,7 @@ pull_copy(struct mover *m, int src, size_t max, size_t *moved)
 	}
 	if (n == 0)
 		return MOVE_EOF;
-	return would_block() ? MOVE_AGAIN : MOVE_ERROR;
+	return net_would_block() ? MOVE_AGAIN : MOVE_ERROR;
 }
 
 enum move_status
@@ -235,7 +230,7 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 	give_back_pipe_if_empty(m);
 	if (n == 0)
 		return MOVE_EOF;
-	if (!would_block())
+	if (!net_would_block())
 		return MOVE_ERROR;
 	/*
 	 * EAGAIN means the socket is empty or the pipe has no free slot: a slot
@@ -286,7 +281,7 @@ mover_push(struct mover *m, int dst, size_t *moved)
 			*moved = (size_t)n;
 			return MOVE_OK;
 		}
-		return n < 0 && would_block() ? MOVE_AGAIN : MOVE_ERROR;
+		return n < 0 && net_would_block() ? MOVE_AGAIN : MOVE_ERROR;
 	}
 	if (m->in_pipe == 0)
 		return MOVE_AGAIN;
@@ -302,5 +297,5 @@ mover_push(struct mover *m, int dst, size_t *moved)
 		m->copy = true;
 		return refill_from_pipe(m) == MOVE_OK ? mover_push(m, dst, moved) : MOVE_ERROR;
 	}
-	return n < 0 && would_block() ? MOVE_AGAIN : MOVE_ERROR;
+	return n < 0 && net_would_block() ? MOVE_AGAIN : MOVE_ERROR;
 }

@@ -5,12 +5,11 @@
 #include <string.h>
 
 #include "kp/client.h"
+#include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/server.h"
 #include "kp/stats.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
 
 static void connect_next(struct upstream *up);
 
@@ -66,16 +65,7 @@ upstream_reap(struct server *srv)
 void
 upstream_watch(struct upstream *up, bool readable, bool writable)
 {
-	struct ev_loop *loop = up->srv->loop;
-
-	if (readable && !ev_is_active(&up->rio))
-		ev_io_start(loop, &up->rio);
-	else if (!readable && ev_is_active(&up->rio))
-		ev_io_stop(loop, &up->rio);
-	if (writable && !ev_is_active(&up->wio))
-		ev_io_start(loop, &up->wio);
-	else if (!writable && ev_is_active(&up->wio))
-		ev_io_stop(loop, &up->wio);
+	io_watch(up->srv->loop, &up->rio, &up->wio, readable, writable);
 }
 
 /* ---- idle in the pool ----------------------------------------------------- */

@@ -82,12 +82,6 @@ enum http_parse_result http_parse_head(struct http_parser *p, const char *base, 
 /* Readable name of the last parse error, for logs. */
 const char *http_parser_error_text(const struct http_parser *p);
 
-static inline const char *
-http_span_ptr(const char *base, struct http_span s)
-{
-	return base + s.off;
-}
-
 /* Case-insensitive equality of a span and a C string. */
 bool http_span_is(const char *base, struct http_span s, const char *word);
 /* Is word one of the comma-separated tokens in s (case-insensitive)? */

@@ -32,6 +32,9 @@ bool net_idle_alive(int fd);
 /* "1.2.3.4:80" or "[::1]:80" into buf; returns buf. */
 const char *net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 
+/* Did the last socket call fail only because it would have had to wait? */
+bool net_would_block(void);
+
 /* Closes *fd once and marks it closed. */
 void net_close(int *fd);
 

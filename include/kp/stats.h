@@ -25,7 +25,7 @@ struct kp_stats {
 	uint64_t bytes_to_clients;
 	uint64_t bytes_to_upstreams;
 	uint64_t bytes_spliced;        /* moved socket → pipe (each byte counted once) */
-	uint64_t bytes_copied;         /* moved through user space on the copy path */
+	uint64_t bytes_copied;         /* response or tunnel bytes read into user space on the copy path */
 	uint64_t pipes_open;           /* pipes in use or pooled now */
 	uint64_t tunnels;              /* CONNECT and upgrade tunnels opened */
 };
