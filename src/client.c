@@ -644,6 +644,12 @@ client_upstream_ready(struct client *c, struct upstream *up)
 	c->ex.upstream_eof = false;
 	c->ex.upstream_reset = false;
 	c->ex.upstream_write_failed = false;
+	/*
+	 * A request not yet sent has no answer waiting: reading now would only
+	 * cost a recv() that says EAGAIN. Readiness (or a pooled connection's
+	 * EOF) arrives as an event, which sets this.
+	 */
+	c->ex.upstream_readable = false;
 	c->ex.resp_received = 0;
 	up->owner = c;
 	http_parser_start(&up->parser, &up->head);
@@ -976,6 +982,8 @@ pull_response(struct client *c)
 		ex->upstream_eof = ex->upstream_reset = true;
 		return 1;
 	case MOVE_AGAIN:
+		ex->upstream_readable = false;
+		break;
 	case MOVE_FULL:
 		break;
 	}
@@ -1094,7 +1102,8 @@ pump_response(struct client *c)
 		 * framed and flushed, because once both sockets are quiet no event
 		 * would come back for them. Unread bytes keep the origin readable.
 		 */
-		if (budget == 0 || !response_can_pull(ex) || !pull_response(c))
+		if (budget == 0 || !ex->upstream_readable || !response_can_pull(ex) ||
+		    !pull_response(c))
 			return 0;
 	}
 }
@@ -1136,7 +1145,8 @@ exchange_run(struct client *c)
 void
 client_upstream_event(struct client *c, int revents)
 {
-	(void)revents;
+	if (revents & EV_READ)
+		c->ex.upstream_readable = true;
 	if (c->state == CLIENT_TUNNEL)
 		tunnel_run(c);
 	else

@@ -425,6 +425,39 @@ is_ipv6_char(char c)
 	       c == '.';
 }
 
+/* Decimal digits of v at p, no terminator (this runs per request: no printf). */
+static size_t
+format_uint(char *p, unsigned v)
+{
+	char digits[10];
+	size_t n = 0, i;
+
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		p[i] = digits[n - 1 - i];
+	return n;
+}
+
+/* The pool key "host:port" ("[v6]:port"); host and port are set and fit. */
+static void
+write_key(struct http_target *t)
+{
+	size_t host_len = strlen(t->host), n = 0;
+
+	if (t->ipv6_literal)
+		t->key[n++] = '[';
+	memcpy(t->key + n, t->host, host_len);
+	n += host_len;
+	if (t->ipv6_literal)
+		t->key[n++] = ']';
+	t->key[n++] = ':';
+	n += format_uint(t->key + n, t->port);
+	t->key[n] = '\0';
+}
+
 /*
  * authority = host [ ":" port ], host a reg-name or a bracketed IPv6 literal.
  * Fills host, port, authority and key; 0 or 400.
@@ -433,7 +466,7 @@ static int
 parse_authority(const char *auth, const char *auth_end, struct http_target *t, bool port_required)
 {
 	const char *host = auth, *host_end, *colon = NULL;
-	size_t host_len;
+	size_t host_len, auth_len;
 	unsigned long port = 80;
 
 	if (memchr(auth, '@', (size_t)(auth_end - auth)))
@@ -483,12 +516,18 @@ parse_authority(const char *auth, const char *auth_end, struct http_target *t, b
 		t->host[i] = (char)((host[i] >= 'A' && host[i] <= 'Z') ? host[i] | 0x20 : host[i]);
 	t->host[host_len] = '\0';
 	t->port = (uint16_t)port;
-	/* RFC 9112 3.2.2: Host is the target URI's authority, as the client wrote it. */
-	snprintf(t->authority, sizeof(t->authority), "%.*s", (int)(auth_end - auth), auth);
-	if (colon && colon + 1 == auth_end)   /* "host:" means the default port */
-		t->authority[colon - auth] = '\0';
-	snprintf(t->key, sizeof(t->key), t->ipv6_literal ? "[%s]:%u" : "%s:%u", t->host,
-	         (unsigned)t->port);
+	/*
+	 * RFC 9112 3.2.2: Host is the target URI's authority, as the client wrote
+	 * it; "host:" means the default port, so the bare colon goes.
+	 */
+	auth_len = (size_t)(auth_end - auth);
+	if (colon && colon + 1 == auth_end)
+		auth_len--;
+	if (auth_len >= sizeof(t->authority))   /* only leading zeros in a port get here */
+		auth_len = sizeof(t->authority) - 1;
+	memcpy(t->authority, auth, auth_len);
+	t->authority[auth_len] = '\0';
+	write_key(t);
 	return 0;
 }
 
@@ -576,12 +615,21 @@ put_field(struct writer *w, const char *base, const struct http_field *f)
 }
 
 static void
+put_uint(struct writer *w, unsigned v)
+{
+	char digits[10];
+
+	put(w, digits, format_uint(digits, v));
+}
+
+static void
 put_via(struct writer *w, uint8_t major, uint8_t minor)
 {
-	char via[64];
-	int n = snprintf(via, sizeof(via), "Via: %u.%u " VIA_NAME "\r\n", major, minor);
-
-	put(w, via, (size_t)n);
+	puts_w(w, "Via: ");
+	put_uint(w, major);
+	put(w, ".", 1);
+	put_uint(w, minor);
+	puts_w(w, " " VIA_NAME "\r\n");
 }
 
 /* Should this field of h travel on to the next hop? */
@@ -632,15 +680,14 @@ http_write_response_head(char *out, size_t cap, const struct http_head *h, const
 {
 	struct writer w = {out, cap, false};
 	bool connection_seen = has_connection_fields(h, base);
-	char line[64];
-	int n;
 
 	/*
 	 * Our own version towards the client (RFC 9110 6.2: the highest we speak,
 	 * even to an HTTP/1.0 client; framing below still suits that client).
 	 */
-	n = snprintf(line, sizeof(line), "HTTP/1.1 %u ", h->status);
-	put(&w, line, (size_t)n);
+	puts_w(&w, "HTTP/1.1 ");
+	put_uint(&w, h->status);
+	put(&w, " ", 1);
 	put(&w, base + h->reason.off, h->reason.len);
 	put(&w, "\r\n", 2);
 	for (unsigned i = 0; i < h->nfields; i++) {

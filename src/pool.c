@@ -6,10 +6,20 @@
 
 #include "kp/evglue.h"
 
+/*
+ * How long a cap may be exceeded. Exchanges that end in the same loop
+ * iteration all give their connections back before the clients' next
+ * requests arrive; closing the surplus at once would make those requests
+ * connect anew. One sweep a little later trims what is still idle.
+ */
+#define POOL_SWEEP_DELAY 1.0
+
 struct pool_host {
 	struct pool_host *chain;     /* next in the hash bucket */
 	struct pool_entry *newest;   /* head of this host's list */
 	struct pool_entry *oldest;   /* tail */
+	struct pool_host *sweep_next;   /* on the pool's sweep list */
+	bool to_sweep;               /* over its cap or empty: the sweep looks at it */
 	unsigned count;
 	uint32_t hash;
 	char key[];
@@ -19,12 +29,16 @@ struct pool {
 	struct ev_loop *loop;
 	struct pool_host **buckets;
 	size_t nbuckets;             /* a power of two */
-	size_t nhosts;
+	size_t nhosts;               /* including empty ones not yet swept */
 	size_t count;
 	struct pool_entry *all_oldest, *all_newest;
 	unsigned max_per_host, max_total;
+	ev_timer sweep;              /* armed while the sweep list or the total is over */
+	struct pool_host *sweep_list;
 	pool_drop_fn on_drop;
 };
+
+static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
 static uint32_t
 hash_key(const char *key)
@@ -53,6 +67,7 @@ pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_d
 	p->max_per_host = max_per_host;
 	p->max_total = max_total;
 	p->on_drop = on_drop;
+	ev_timer_init(&p->sweep, sweep_cb, POOL_SWEEP_DELAY, 0.);
 	return p;
 }
 
@@ -109,15 +124,31 @@ host_get(struct pool *p, const char *key)
 	return host_get(p, key);
 }
 
-/* Hosts with no idle connection are freed: the table holds only live keys. */
 static void
-host_release_if_empty(struct pool *p, struct pool_host *h)
+schedule_sweep(struct pool *p, struct pool_host *h)
 {
-	struct pool_host **slot;
+	if (h && !h->to_sweep) {
+		h->to_sweep = true;
+		h->sweep_next = p->sweep_list;
+		p->sweep_list = h;
+	}
+	if (!ev_is_active(&p->sweep)) {
+		/* Set again each time: a stopped one-shot keeps only what was left of it. */
+		ev_timer_set(&p->sweep, POOL_SWEEP_DELAY, 0.);
+		ev_timer_start(p->loop, &p->sweep);
+	}
+}
 
-	if (h->count)
-		return;
-	slot = find_slot(p, h->key, h->hash);
+/*
+ * An empty host stays in the table until the sweep: a host whose only
+ * connection is taken for every request and put back after it would
+ * otherwise cost an allocation per request.
+ */
+static void
+host_free(struct pool *p, struct pool_host *h)
+{
+	struct pool_host **slot = find_slot(p, h->key, h->hash);
+
 	*slot = h->chain;
 	p->nhosts--;
 	free(h);
@@ -150,7 +181,8 @@ unlink_entry(struct pool_entry *e)
 	e->host = NULL;
 	h->count--;
 	p->count--;
-	host_release_if_empty(p, h);
+	if (h->count == 0)
+		schedule_sweep(p, h);
 }
 
 static void
@@ -172,6 +204,63 @@ expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	drop(e, POOL_DROP_EXPIRED);
 }
 
+/*
+ * Has e been idle through a whole sweep delay? Only such entries are surplus:
+ * under steady load the connections given back a moment ago are the ones
+ * about to be taken again.
+ */
+static bool
+stale_enough(const struct pool *p, const struct pool_entry *e, bool force)
+{
+	return force || ev_now(p->loop) - e->idle_since >= POOL_SWEEP_DELAY - 0.001;
+}
+
+/*
+ * Evicts the oldest entries until every cap holds, then frees empty hosts.
+ * Entries that went idle too recently to judge are kept and the sweep comes
+ * back for them; force (the tests) judges everything now.
+ */
+static void
+sweep(struct pool *p, bool force)
+{
+	struct pool_host *list, *h;
+
+	while (p->count > p->max_total && stale_enough(p, p->all_oldest, force))
+		drop(p->all_oldest, POOL_DROP_EVICTED);
+	if (p->count > p->max_total)
+		schedule_sweep(p, NULL);
+	/* Taken only now: the drops above may have emptied hosts and listed them. */
+	list = p->sweep_list;
+	p->sweep_list = NULL;
+	while ((h = list) != NULL) {
+		list = h->sweep_next;
+		h->to_sweep = false;
+		while (h->count > p->max_per_host && stale_enough(p, h->oldest, force))
+			drop(h->oldest, POOL_DROP_EVICTED);
+		if (h->count > p->max_per_host)
+			schedule_sweep(p, h);
+		else if (h->count == 0)
+			host_free(p, h);
+	}
+}
+
+static void
+sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct pool *p = container_of(w, struct pool, sweep);
+
+	(void)loop;
+	(void)revents;
+	sweep(p, false);
+}
+
+void
+pool_sweep(struct pool *p)
+{
+	ev_timer_stop(p->loop, &p->sweep);
+	sweep(p, true);
+}
+
 bool
 pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 {
@@ -179,16 +268,12 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 
 	if (p->max_per_host == 0 || p->max_total == 0)
 		return false;
-	h = host_get(p, key);
-	if (!h)
-		return false;
-	if (h->count >= p->max_per_host)
-		drop(h->oldest, POOL_DROP_EVICTED);
-	else if (p->count >= p->max_total && p->all_oldest->host != h)
+	/*
+	 * Past twice the total the oldest goes at once: every idle connection
+	 * holds a descriptor, and the descriptor budget allows only so many.
+	 */
+	if (p->count >= 2 * (size_t)p->max_total)
 		drop(p->all_oldest, POOL_DROP_EVICTED);
-	else if (p->count >= p->max_total)
-		drop(h->oldest, POOL_DROP_EVICTED);
-	/* The drop may have freed h when it held one entry; look it up again. */
 	h = host_get(p, key);
 	if (!h)
 		return false;
@@ -210,8 +295,13 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 	p->all_newest = e;
 	h->count++;
 	p->count++;
+	e->idle_since = ev_now(p->loop);
 	ev_timer_init(&e->expiry, expiry_cb, timeout, 0.);
 	ev_timer_start(p->loop, &e->expiry);
+	if (h->count > p->max_per_host)
+		schedule_sweep(p, h);
+	else if (p->count > p->max_total)
+		schedule_sweep(p, NULL);
 	return true;
 }
 
@@ -221,7 +311,7 @@ pool_take(struct pool *p, const char *key)
 	struct pool_host **slot = find_slot(p, key, hash_key(key));
 	struct pool_entry *e;
 
-	if (!*slot)
+	if (!*slot || !(*slot)->newest)
 		return NULL;
 	e = (*slot)->newest;
 	unlink_entry(e);
@@ -254,8 +344,17 @@ pool_free(struct pool *p)
 {
 	if (!p)
 		return;
+	ev_timer_stop(p->loop, &p->sweep);
 	while (p->all_oldest)
 		drop(p->all_oldest, POOL_DROP_EVICTED);
+	for (size_t i = 0; i < p->nbuckets; i++) {
+		struct pool_host *h = p->buckets[i], *next;
+
+		for (; h; h = next) {
+			next = h->chain;
+			free(h);
+		}
+	}
 	free(p->buckets);
 	free(p);
 }

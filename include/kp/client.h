@@ -66,6 +66,7 @@ struct exchange {
 	bool upstream_write_failed;   /* stop sending; let the read side decide */
 	bool upstream_eof;            /* the origin closed; act once the buffer is drained */
 	bool upstream_reset;          /* ... and it was an error, not a clean FIN */
+	bool upstream_readable;       /* readiness seen and not yet read to EAGAIN */
 	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
 	bool upgrade;                 /* asked the origin to switch protocols */
 	struct tunnel tunnel;         /* in CLIENT_TUNNEL */

@@ -7,6 +7,13 @@
  * entry carries its own expiry timer because every connection may have its
  * own deadline (the origin's Keep-Alive hint).
  *
+ * The caps are enforced by a sweep about a second after they are first
+ * exceeded, not at the put that exceeds them, and the sweep evicts only
+ * entries idle for that whole second: many exchanges ending together give
+ * back more connections than a cap allows, and their clients' next requests,
+ * a moment later, want them all again. Only twice the total cap evicts at
+ * once, because each idle connection holds a descriptor.
+ *
  * The pool knows nothing of sockets: the owner embeds a pool_entry in its
  * connection object and is told through on_drop when the pool lets go of an
  * entry by itself (expired or evicted); it then closes the connection.
@@ -24,11 +31,12 @@ struct pool_host;
 
 enum pool_drop_reason {
 	POOL_DROP_EXPIRED,   /* the idle timer ran out */
-	POOL_DROP_EVICTED,   /* a cap made room for a newer connection */
+	POOL_DROP_EVICTED,   /* a cap was still exceeded at the sweep */
 };
 
 struct pool_entry {
 	ev_timer expiry;                  /* started when the entry goes in */
+	ev_tstamp idle_since;             /* when it went in; the sweep spares the young */
 	struct pool_host *host;           /* NULL while not in the pool */
 	struct pool_entry *host_prev, *host_next;   /* this host's list, newest first */
 	struct pool_entry *all_prev, *all_next;     /* every host's, oldest first */
@@ -45,11 +53,18 @@ void pool_free(struct pool *p);
 
 /*
  * Takes in an idle connection for key, to expire after timeout seconds.
- * Makes room by evicting the host's or the whole pool's oldest entry when a
- * cap is reached. Returns false (and keeps nothing) when the caps are 0 or
- * memory is exhausted; the caller then closes the connection.
+ * Exceeding a cap schedules a sweep; at twice the total cap the oldest entry
+ * of all is evicted at once. Returns false (and keeps nothing) when the caps
+ * are 0 or memory is exhausted; the caller then closes the connection.
  */
 bool pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout);
+
+/*
+ * Evicts the oldest entries until both caps hold and forgets hosts left
+ * empty, judging every entry now however recently it went idle. The pool's
+ * own timer runs a patient sweep; tests call this one to skip the wait.
+ */
+void pool_sweep(struct pool *p);
 
 /* The most recently used idle entry for key, removed from the pool; or NULL. */
 struct pool_entry *pool_take(struct pool *p, const char *key);

@@ -1,6 +1,7 @@
 /*
  * The idle upstream pool: most-recently-used order per host, the per-host and
- * total caps, expiry timers (fired by hand, no sleeping) and table growth.
+ * total caps and their sweep, expiry timers (fired by hand, no sleeping but
+ * in the tests of the sweep's own timer) and table growth.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,8 +185,12 @@ test_per_host_cap(void **state)
 	assert_true(pool_put(p, "h:80", b, 60));
 	assert_int_equal(drops.n, 0);
 
-	/* The third for h evicts h's oldest, not the pool's oldest. */
+	/* A third for h goes over the cap, but only the sweep evicts ... */
 	assert_true(pool_put(p, "h:80", c, 60));
+	assert_int_equal(drops.n, 0);
+	assert_int_equal(pool_count_key(p, "h:80"), 3);
+	/* ... h's oldest, not the pool's oldest. */
+	pool_sweep(p);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_int_equal(drops.why[0], POOL_DROP_EVICTED);
@@ -197,6 +202,7 @@ test_per_host_cap(void **state)
 	assert_int_equal(pool_count(p), 3);
 
 	assert_true(pool_put(p, "h:80", d, 60));
+	pool_sweep(p);
 	assert_int_equal(drops.n, 2);
 	assert_ptr_equal(drops.entry[1], b);
 	assert_int_equal(drops.why[1], POOL_DROP_EVICTED);
@@ -214,8 +220,8 @@ test_per_host_cap_of_one(void **state)
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1);
 
 	assert_true(pool_put(p, "h:80", a, 60));
-	/* Evicting the only entry frees the host; the new one must still land. */
 	assert_true(pool_put(p, "h:80", b, 60));
+	pool_sweep(p);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_int_equal(pool_count_key(p, "h:80"), 1);
@@ -242,6 +248,8 @@ test_total_cap(void **state)
 
 	/* A new host: the oldest entry of all goes, whichever host it has. */
 	assert_true(pool_put(p, "c:80", c, 60));
+	assert_int_equal(drops.n, 0);
+	pool_sweep(p);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_int_equal(drops.why[0], POOL_DROP_EVICTED);
@@ -251,12 +259,14 @@ test_total_cap(void **state)
 
 	/* Now the oldest is b1. */
 	assert_true(pool_put(p, "d:80", d, 60));
+	pool_sweep(p);
 	assert_int_equal(drops.n, 2);
 	assert_ptr_equal(drops.entry[1], b1);
 	assert_int_equal(pool_count_key(p, "b:80"), 1);
 
 	/* The oldest (b2) belongs to the host being put to. */
 	assert_true(pool_put(p, "b:80", b1, 60));
+	pool_sweep(p);
 	assert_int_equal(drops.n, 3);
 	assert_ptr_equal(drops.entry[2], b2);
 	assert_int_equal(pool_count(p), 3);
@@ -279,8 +289,125 @@ test_total_order_follows_puts_not_takes(void **state)
 	assert_ptr_equal(pool_take(p, "a:80"), a);
 	assert_true(pool_put(p, "a:80", a, 60));
 	assert_true(pool_put(p, "c:80", c, 60));
+	pool_sweep(p);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], b);
+}
+
+/*
+ * The reason for sweeping later: exchanges ending together give back more
+ * connections than the cap, and the next requests take them all again.
+ */
+static void
+test_burst_over_cap_is_kept_until_the_sweep(void **state)
+{
+	struct pool *p = make_pool(state, 1, 2);
+	struct pool_entry *a = entry(state, 0), *b = entry(state, 1), *c = entry(state, 2);
+
+	assert_true(pool_put(p, "h:80", a, 60));
+	assert_true(pool_put(p, "h:80", b, 60));
+	assert_true(pool_put(p, "h:80", c, 60));
+	assert_int_equal(drops.n, 0);
+	assert_int_equal(pool_count(p), 3);
+	assert_ptr_equal(pool_take(p, "h:80"), c);
+	assert_ptr_equal(pool_take(p, "h:80"), b);
+	assert_ptr_equal(pool_take(p, "h:80"), a);
+	/* All were wanted again: the sweep finds nothing to evict ... */
+	pool_sweep(p);
+	assert_int_equal(drops.n, 0);
+	assert_int_equal(pool_count(p), 0);
+	/* ... and forgets the empty host, which the next put brings back. */
+	assert_true(pool_put(p, "h:80", a, 60));
+	assert_int_equal(pool_count_key(p, "h:80"), 1);
+	assert_ptr_equal(pool_take(p, "h:80"), a);
+}
+
+/* The pool's own timer runs the sweep about a second after the cap was passed. */
+static void
+test_sweep_runs_from_the_loop(void **state)
+{
+	struct ev_loop *loop = loop_of(state);
+	struct pool *p = make_pool(state, 1, 8);
+	struct pool_entry *a = entry(state, 0), *b = entry(state, 1), *c = entry(state, 2);
+	ev_tstamp t0;
+
+	assert_true(pool_put(p, "h:80", a, 60));
+	assert_true(pool_put(p, "h:80", b, 60));
+	assert_true(pool_put(p, "h:80", c, 60));
+	ev_now_update(loop);
+	t0 = ev_now(loop);
+	/* The sweep is the earliest timer; the entries' own expire in 60 s. */
+	ev_run(loop, EVRUN_ONCE);
+	ev_now_update(loop);
+	assert_int_equal(drops.n, 2);
+	assert_ptr_equal(drops.entry[0], a);
+	assert_ptr_equal(drops.entry[1], b);
+	assert_int_equal(drops.why[0], POOL_DROP_EVICTED);
+	assert_true(ev_now(loop) - t0 > 0.5);
+	assert_true(ev_now(loop) - t0 < 5.0);
+
+	/* Over the cap again: the next sweep waits its second as well. */
+	assert_true(pool_put(p, "h:80", a, 60));
+	t0 = ev_now(loop);
+	ev_run(loop, EVRUN_ONCE);
+	ev_now_update(loop);
+	assert_int_equal(drops.n, 3);
+	assert_ptr_equal(drops.entry[2], c);
+	assert_true(ev_now(loop) - t0 > 0.5);
+	assert_ptr_equal(pool_take(p, "h:80"), a);
+}
+
+/* The sweep spares what went idle less than a second ago and comes back for it. */
+static void
+test_sweep_spares_the_recently_returned(void **state)
+{
+	struct ev_loop *loop = loop_of(state);
+	struct pool *p = make_pool(state, 1, 8);
+	struct pool_entry *a = entry(state, 0), *b = entry(state, 1);
+
+	ev_now_update(loop);
+	assert_true(pool_put(p, "h:80", a, 60));
+	assert_true(pool_put(p, "h:80", b, 60));   /* over the cap: a sweep is due */
+	ev_sleep(0.5);
+	ev_now_update(loop);
+	/* Both are used and given back half-way to the sweep. */
+	assert_ptr_equal(pool_take(p, "h:80"), b);
+	assert_ptr_equal(pool_take(p, "h:80"), a);
+	assert_true(pool_put(p, "h:80", a, 60));
+	assert_true(pool_put(p, "h:80", b, 60));
+	ev_run(loop, EVRUN_ONCE);   /* the first sweep: a is half a second idle */
+	assert_int_equal(drops.n, 0);
+	assert_int_equal(pool_count_key(p, "h:80"), 2);
+	ev_run(loop, EVRUN_ONCE);   /* the second: a has been idle long enough */
+	assert_int_equal(drops.n, 1);
+	assert_ptr_equal(drops.entry[0], a);
+	assert_ptr_equal(pool_take(p, "h:80"), b);
+}
+
+/* Descriptors are finite: at twice the total cap the oldest goes at once. */
+static void
+test_twice_the_total_evicts_at_once(void **state)
+{
+	struct pool *p = make_pool(state, 8, 2);
+	struct pool_entry *e[6];
+
+	for (unsigned i = 0; i < 6; i++)
+		e[i] = entry(state, i);
+	for (unsigned i = 0; i < 4; i++)
+		assert_true(pool_put(p, "h:80", e[i], 60));
+	assert_int_equal(drops.n, 0);
+	assert_true(pool_put(p, "h:80", e[4], 60));
+	assert_int_equal(drops.n, 1);
+	assert_ptr_equal(drops.entry[0], e[0]);
+	assert_int_equal(pool_count(p), 4);
+	assert_true(pool_put(p, "other:80", e[5], 60));
+	assert_int_equal(drops.n, 2);
+	assert_ptr_equal(drops.entry[1], e[1]);
+	pool_sweep(p);
+	assert_int_equal(pool_count(p), 2);
+	assert_ptr_equal(pool_take(p, "other:80"), e[5]);
+	assert_ptr_equal(pool_take(p, "h:80"), e[4]);
+	assert_null(pool_take(p, "h:80"));
 }
 
 static void
@@ -379,7 +506,8 @@ test_expiry_fired_by_hand(void **state)
 
 	assert_true(pool_put(p, "h:80", a, 60));
 	assert_true(pool_put(p, "h:80", b, 60));
-	assert_true(pool_put(p, "h:80", c, 60));   /* evicts a */
+	assert_true(pool_put(p, "h:80", c, 60));
+	pool_sweep(p);   /* evicts a */
 	assert_int_equal(drops.n, 1);
 
 	ev_invoke(loop, &b->expiry, EV_TIMER);
@@ -547,6 +675,10 @@ main(void)
 		TEST(test_per_host_cap_of_one),
 		TEST(test_total_cap),
 		TEST(test_total_order_follows_puts_not_takes),
+		TEST(test_burst_over_cap_is_kept_until_the_sweep),
+		TEST(test_sweep_runs_from_the_loop),
+		TEST(test_sweep_spares_the_recently_returned),
+		TEST(test_twice_the_total_evicts_at_once),
 		TEST(test_zero_caps),
 		TEST(test_remove),
 		TEST(test_timer_armed_with_timeout),
