@@ -34,7 +34,12 @@ config_defaults(struct kp_config *cfg)
 	 */
 	cfg->tunnel_timeout = 600;
 	cfg->connect_ports[443 / 8] |= 1u << (443 % 8);
-	cfg->pipe_size = 262144;
+	/*
+	 * 1 MiB: what Linux lets any user ask for (fs.pipe-max-size), and on
+	 * loopback it took a fifth less CPU per GiB than 256 KiB (bench/bulk).
+	 * The kernel holds pages only for bytes actually in a pipe.
+	 */
+	cfg->pipe_size = 1048576;
 	cfg->verbosity = 0;
 }
 
@@ -61,7 +66,7 @@ config_usage(FILE *out)
 	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
 	      "                                  for any (default 443)\n"
 	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
-	      "      --pipe-size BYTES           capacity of each splice pipe (default 262144)\n"
+	      "      --pipe-size BYTES           capacity of each splice pipe (default 1048576)\n"
 	      "      --no-splice                 move bytes through user space instead of splice(2)\n"
 	      "  -v, --verbose                more logging; repeat for more\n"
 	      "  -V, --version                print the version and exit\n"

@@ -11,7 +11,7 @@
 #include "kp/stats.h"
 
 static struct {
-	size_t size;        /* capacity of every pipe we make */
+	size_t size;        /* capacity to ask for each new pipe */
 	unsigned max_free;
 	unsigned nfree;
 	struct kp_pipe *free;
@@ -66,12 +66,15 @@ pipe_get(void)
 	}
 	p->rd = fds[0];
 	p->wr = fds[1];
-	/* The kernel may round up or refuse (pipe-max-size); learn what we got. */
+	/*
+	 * The kernel may round up, or refuse: above fs.pipe-max-size, or once an
+	 * unprivileged user's pipes pass fs.pipe-user-pages-soft. A refusal is
+	 * this pipe's alone; the next may get the full size again.
+	 */
 	got = fcntl(p->wr, F_SETPIPE_SZ, (int)pipes.size);
 	if (got < 0)
 		got = fcntl(p->wr, F_GETPIPE_SZ);
-	if (got > 0 && (size_t)got < pipes.size)
-		pipes.size = (size_t)got;
+	p->size = got > 0 ? (size_t)got : 4096;
 	kp_stats.pipes_open++;
 	return p;
 }
@@ -168,7 +171,7 @@ mover_has_room(const struct mover *m)
 {
 	if (m->copy)
 		return !m->buf || buf_len(m->buf) < buf_capacity();
-	return !m->full && m->in_pipe < pipes.size;
+	return !m->full && m->in_pipe < (m->pipe ? m->pipe->size : pipes.size);
 }
 
 static enum move_status
@@ -205,13 +208,13 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 	*moved = 0;
 	if (m->copy)
 		return pull_copy(m, src, max, moved);
-	room = pipes.size - m->in_pipe;
+	if (!m->pipe && !(m->pipe = pipe_get()))
+		return pull_copy(m, src, max, moved);   /* out of fds: copy this time */
+	room = m->pipe->size - m->in_pipe;
 	if (room > max)
 		room = max;
 	if (room == 0 || m->full)
 		return MOVE_FULL;
-	if (!m->pipe && !(m->pipe = pipe_get()))
-		return pull_copy(m, src, max, moved);   /* out of fds: copy this time */
 	n = splice(src, NULL, m->pipe->wr, NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n > 0) {
 		m->in_pipe += (size_t)n;

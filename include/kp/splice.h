@@ -19,6 +19,7 @@
 
 struct kp_pipe {
 	int rd, wr;
+	size_t size;            /* capacity the kernel granted this pipe */
 	struct kp_pipe *next;   /* free-list link */
 };
 

@@ -2,7 +2,8 @@
  * The byte mover: bytes arrive whole and in order through the pipe, through
  * the buffer, and across a switch from one to the other when the kernel
  * answers EINVAL; pipes go back to the pool only when empty.
- * splice(2) is wrapped (-Wl,--wrap=splice) so a test can make it fail.
+ * splice(2) and fcntl(2) are wrapped (-Wl,--wrap=) so a test can make them
+ * fail.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,27 @@ ssize_t __wrap_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, si
 
 static int splice_einval_from;   /* calls from this one on fail with EINVAL; 0: never */
 static int splice_calls;
+static int setpipe_refusals;     /* F_SETPIPE_SZ calls still to fail with EPERM */
+
+int __real_fcntl(int fd, int cmd, ...);
+int __wrap_fcntl(int fd, int cmd, ...);
+
+int
+__wrap_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);   /* every command the mover uses takes an int or none */
+	va_end(ap);
+	if (cmd == F_SETPIPE_SZ && setpipe_refusals > 0) {
+		setpipe_refusals--;
+		errno = EPERM;   /* what fs.pipe-user-pages-soft answers */
+		return -1;
+	}
+	return __real_fcntl(fd, cmd, arg);
+}
 
 ssize_t
 __wrap_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
@@ -55,6 +77,7 @@ setup(void **state)
 	pipes_init(65536, 4);
 	splice_einval_from = 0;
 	splice_calls = 0;
+	setpipe_refusals = 0;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, w.src), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, w.dst), 0);
 	*state = &w;
@@ -236,6 +259,34 @@ pull_respects_the_limit_and_reports_eof(void **state)
 	mover_release(&m);
 }
 
+/* A pipe refused its size makes do with the default; the next asks again. */
+static void
+a_refused_pipe_size_is_that_pipes_alone(void **state)
+{
+	struct wires *w = *state;
+	struct mover a, b;
+	size_t moved;
+
+	pipes_shutdown();
+	pipes_init(1 << 20, 4);
+	mover_init(&a, false);
+	mover_init(&b, false);
+	setpipe_refusals = 1;
+	assert_int_equal(write(w->src[1], "first", 5), 5);
+	assert_int_equal(mover_pull(&a, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(moved, 5);
+	assert_int_equal(a.pipe->size, (size_t)fcntl(a.pipe->wr, F_GETPIPE_SZ));
+	assert_true(a.pipe->size < (1 << 20));
+	/* a holds its pipe, so b gets a new one, and the full size. */
+	assert_int_equal(write(w->dst[0], "second", 6), 6);
+	assert_int_equal(mover_pull(&b, w->dst[1], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(moved, 6);
+	assert_int_equal(b.pipe->size, 1 << 20);
+	assert_true(mover_has_room(&a));
+	mover_release(&a);
+	mover_release(&b);
+}
+
 int
 main(void)
 {
@@ -250,6 +301,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(a_pipe_holding_bytes_is_never_pooled, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(pull_respects_the_limit_and_reports_eof, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(a_refused_pipe_size_is_that_pipes_alone, setup,
 		                                teardown),
 	};
 
