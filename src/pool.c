@@ -33,6 +33,7 @@ struct pool {
 	size_t count;
 	struct pool_entry *all_oldest, *all_newest;
 	unsigned max_per_host, max_total;
+	size_t ceiling;              /* at this many the oldest goes at once */
 	ev_timer sweep;              /* armed while the sweep list or the total is over */
 	struct pool_host *sweep_list;
 	pool_drop_fn on_drop;
@@ -66,6 +67,7 @@ pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_d
 	p->loop = loop;
 	p->max_per_host = max_per_host;
 	p->max_total = max_total;
+	p->ceiling = 2 * (size_t)max_total;
 	p->on_drop = on_drop;
 	ev_timer_init(&p->sweep, sweep_cb, POOL_SWEEP_DELAY, 0.);
 	return p;
@@ -261,6 +263,14 @@ pool_sweep(struct pool *p)
 	sweep(p, true);
 }
 
+void
+pool_set_ceiling(struct pool *p, size_t idle)
+{
+	size_t floor = 2 * (size_t)p->max_total;
+
+	p->ceiling = idle > floor ? idle : floor;
+}
+
 bool
 pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 {
@@ -269,10 +279,10 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 	if (p->max_per_host == 0 || p->max_total == 0)
 		return false;
 	/*
-	 * Past twice the total the oldest goes at once: every idle connection
-	 * holds a descriptor, and the descriptor budget allows only so many.
+	 * At the ceiling the oldest goes at once: every idle connection holds a
+	 * descriptor, and the descriptor budget allows only so many.
 	 */
-	if (p->count >= 2 * (size_t)p->max_total)
+	while (p->count >= p->ceiling)
 		drop(p->all_oldest, POOL_DROP_EVICTED);
 	h = host_get(p, key);
 	if (!h)

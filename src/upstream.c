@@ -46,6 +46,7 @@ upstream_close(struct upstream *up)
 	up->in = NULL;
 	up->owner = NULL;
 	set_state(up, UPSTREAM_CLOSED);
+	kp_stats.upstreams_open--;
 	/* Freed later: a caller up the stack may still hold the pointer. */
 	up->dead_next = up->srv->dead_upstreams;
 	up->srv->dead_upstreams = up;
@@ -114,6 +115,20 @@ idle_timeout_for(const struct upstream *up)
 	return t;
 }
 
+/*
+ * How many idle connections the descriptor budget (two a client) affords
+ * now: one for every connected client that holds no upstream, since each of
+ * them may send its next request any moment. This one's client is counted
+ * as holding it still, which errs by one on the safe side.
+ */
+static size_t
+idle_ceiling(void)
+{
+	uint64_t busy = kp_stats.upstreams_open - kp_stats.pool_idle;
+
+	return kp_stats.clients_active > busy ? (size_t)(kp_stats.clients_active - busy) : 0;
+}
+
 void
 upstream_release(struct upstream *up, bool reusable)
 {
@@ -134,6 +149,7 @@ upstream_release(struct upstream *up, bool reusable)
 	buf_put(up->in);
 	up->in = NULL;
 	/* A connection became free: today the pool takes it; a request queue will come first. */
+	pool_set_ceiling(up->srv->pool, idle_ceiling());
 	if (!pool_put(up->srv->pool, up->key, &up->idle, timeout)) {
 		upstream_close(up);
 		return;
@@ -284,6 +300,7 @@ upstream_new(struct server *srv, struct client *c, const char *host, uint16_t po
 
 	if (!up)
 		return NULL;
+	kp_stats.upstreams_open++;
 	up->srv = srv;
 	up->owner = c;
 	up->fd = -1;

@@ -11,8 +11,9 @@
  * exceeded, not at the put that exceeds them, and the sweep evicts only
  * entries idle for that whole second: many exchanges ending together give
  * back more connections than a cap allows, and their clients' next requests,
- * a moment later, want them all again. Only twice the total cap evicts at
- * once, because each idle connection holds a descriptor.
+ * a moment later, want them all again. Only a ceiling evicts at once (twice
+ * the total cap, or more when the owner says the descriptors are there),
+ * because each idle connection holds a descriptor.
  *
  * The pool knows nothing of sockets: the owner embeds a pool_entry in its
  * connection object and is told through on_drop when the pool lets go of an
@@ -53,11 +54,17 @@ void pool_free(struct pool *p);
 
 /*
  * Takes in an idle connection for key, to expire after timeout seconds.
- * Exceeding a cap schedules a sweep; at twice the total cap the oldest entry
- * of all is evicted at once. Returns false (and keeps nothing) when the caps
+ * Exceeding a cap schedules a sweep; at the ceiling the oldest entry of all
+ * is evicted at once. Returns false (and keeps nothing) when the caps
  * are 0 or memory is exhausted; the caller then closes the connection.
  */
 bool pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout);
+
+/*
+ * The count at which pool_put() evicts the oldest at once, instead of
+ * leaving it to the sweep: idle, or twice the total cap if that is more.
+ */
+void pool_set_ceiling(struct pool *p, size_t idle);
 
 /*
  * Evicts the oldest entries until both caps hold and forgets hosts left

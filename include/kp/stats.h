@@ -17,6 +17,7 @@ struct kp_stats {
 	uint64_t upstream_reuses;      /* requests sent on a pooled connection */
 	uint64_t upstream_retries;     /* requests replayed after a stale connection */
 	uint64_t upstream_stale;       /* pooled connections found dead (peek or EOF) */
+	uint64_t upstreams_open;       /* upstream connections now, busy or idle */
 	uint64_t pool_idle;            /* idle upstream connections now */
 	uint64_t pool_expired;         /* idle connections closed by the idle timer */
 	uint64_t pool_evicted;         /* idle connections closed to honour a cap */

@@ -410,6 +410,32 @@ test_twice_the_total_evicts_at_once(void **state)
 	assert_null(pool_take(p, "h:80"));
 }
 
+/* The owner may raise the ceiling when it has descriptors to spare, never lower it. */
+static void
+test_ceiling_set_by_the_owner(void **state)
+{
+	struct pool *p = make_pool(state, 8, 1);
+	struct pool_entry *e[6];
+
+	for (unsigned i = 0; i < 6; i++)
+		e[i] = entry(state, i);
+	pool_set_ceiling(p, 4);
+	for (unsigned i = 0; i < 4; i++)
+		assert_true(pool_put(p, "h:80", e[i], 60));
+	assert_int_equal(drops.n, 0);
+	assert_true(pool_put(p, "h:80", e[4], 60));
+	assert_int_equal(drops.n, 1);
+	assert_ptr_equal(drops.entry[0], e[0]);
+	/* Below twice the total cap it stays at twice the total cap. */
+	pool_set_ceiling(p, 0);
+	assert_true(pool_put(p, "h:80", e[5], 60));
+	assert_int_equal(drops.n, 4);
+	assert_int_equal(pool_count(p), 2);
+	pool_sweep(p);
+	assert_int_equal(pool_count(p), 1);
+	assert_ptr_equal(pool_take(p, "h:80"), e[5]);
+}
+
 static void
 test_zero_caps(void **state)
 {
@@ -679,6 +705,7 @@ main(void)
 		TEST(test_sweep_runs_from_the_loop),
 		TEST(test_sweep_spares_the_recently_returned),
 		TEST(test_twice_the_total_evicts_at_once),
+		TEST(test_ceiling_set_by_the_owner),
 		TEST(test_zero_caps),
 		TEST(test_remove),
 		TEST(test_timer_armed_with_timeout),
