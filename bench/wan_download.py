@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""The downloader of bench/wan, run inside the client's network namespace.
+
+It behaves like a segment downloader: a file fetched as byte ranges, one after
+another, every range on a TCP connection of its own, either straight from the
+origin or through an HTTP proxy (absolute-form requests). It prints one JSON
+object on stdout; all times are CLOCK_MONOTONIC seconds, which every network
+namespace shares, so bench/wan can line them up with its own clock.
+
+Modes:
+  chunks  fetch --chunks ranges of --chunk-size bytes, --workers of them at
+          once (each with its own run of ranges), a range every --interval
+          seconds start-to-start (0: back-to-back), from --start-at on;
+          with --reuse, over one kept-alive connection per worker instead
+  rtt     --count TCP connects to the origin; connect() takes one round trip
+  stream  one plain GET over one connection, progress sampled as it arrives
+"""
+
+import argparse
+import json
+import socket
+import sys
+import threading
+import time
+
+RECV_BUFFER = 4 << 20
+IO_TIMEOUT = 60.0
+
+
+class FetchError(Exception):
+    pass
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=("chunks", "rtt", "stream"))
+    p.add_argument("--origin", required=True, help="HOST:PORT of the origin")
+    p.add_argument("--path", default="/file.bin")
+    p.add_argument("--proxy", help="HOST:PORT of an HTTP proxy; absent: direct")
+    p.add_argument("--chunk-size", type=int, default=2 << 20)
+    p.add_argument("--chunks", type=int, default=64, help="per worker")
+    p.add_argument("--first-chunk", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--interval", type=float, default=0.0)
+    p.add_argument("--reuse", action="store_true",
+                   help="keep one connection per worker instead of one per chunk (a reference)")
+    p.add_argument("--start-at", type=float, default=0.0, help="CLOCK_MONOTONIC seconds")
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--sample", type=float, default=0.05, help="stream: seconds between samples")
+    return p.parse_args()
+
+
+def split_hostport(text):
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def read_head(sock):
+    """The response head, and whatever body bytes came with it."""
+    data = bytearray()
+    while True:
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            return bytes(data[:end]).decode("latin-1"), len(data) - end - 4
+        if len(data) > 65536:
+            raise FetchError("response head too long")
+        piece = sock.recv(65536)
+        if not piece:
+            raise FetchError("connection closed before the response head" if not data
+                             else "connection closed inside the response head")
+        data += piece
+
+
+def parse_head(head):
+    lines = head.split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise FetchError(f"bad status line {lines[0]!r}")
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return int(parts[1]), headers
+
+
+def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None):
+    """One request on a fresh connection, or on keep["sock"] when keep is a
+    dict (the connection stays open there for the next request). Returns
+    timings and sizes; a range response must be a 206 of exactly the bytes
+    asked for."""
+    host, port = split_hostport(origin)
+    authority = f"{host}:{port}"
+    target = f"http://{authority}{path}" if proxy else path
+    lines = [f"GET {target} HTTP/1.1", f"Host: {authority}", "User-Agent: kp-wan-bench",
+             "Accept: */*"]
+    if first is not None:
+        lines.append(f"Range: bytes={first}-{last}")
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    connect_to = split_hostport(proxy) if proxy else (host, port)
+
+    t_start = time.monotonic()
+    sock = keep.get("sock") if keep is not None else None
+    if sock is None:
+        sock = socket.create_connection(connect_to, timeout=IO_TIMEOUT)
+    reusable = False
+    try:
+        t_connected = time.monotonic()
+        sock.sendall(request)
+        head, got = read_head(sock)
+        t_head = time.monotonic()
+        status, headers = parse_head(head)
+        length = headers.get("content-length")
+        if length is None or not length.isdigit():
+            raise FetchError(f"status {status} without a usable Content-Length")
+        length = int(length)
+        if first is not None:
+            if status != 206:
+                raise FetchError(f"status {status}, expected 206")
+            if length != last - first + 1:
+                raise FetchError(f"206 of {length} bytes, expected {last - first + 1}")
+            want_range = f"bytes {first}-{last}/"
+            if not headers.get("content-range", "").startswith(want_range):
+                raise FetchError(f"Content-Range {headers.get('content-range')!r}")
+        elif status != 200:
+            raise FetchError(f"status {status}, expected 200")
+        buf = memoryview(bytearray(RECV_BUFFER))
+        while got < length:
+            n = sock.recv_into(buf, min(RECV_BUFFER, length - got))
+            if n == 0:
+                raise FetchError(f"connection closed after {got} of {length} body bytes")
+            got += n
+            if on_progress:
+                on_progress(got)
+        t_end = time.monotonic()
+        reusable = headers.get("connection", "").lower() != "close"
+    finally:
+        if keep is not None and reusable:
+            keep["sock"] = sock
+        else:
+            sock.close()
+            if keep is not None:
+                keep["sock"] = None
+    return {"start": t_start, "connected": t_connected, "head": t_head, "end": t_end,
+            "bytes": got, "status": status}
+
+
+def run_worker(args, worker, results):
+    first_chunk = args.first_chunk + worker * args.chunks
+    base = args.start_at or time.monotonic()
+    keep = {} if args.reuse else None
+    for i in range(args.chunks):
+        due = base + i * args.interval
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        index = first_chunk + i
+        first = index * args.chunk_size
+        last = first + args.chunk_size - 1
+        record = {"worker": worker, "index": index, "due": due}
+        try:
+            record.update(get(args.origin, args.proxy, args.path, first, last, keep=keep))
+        except (OSError, FetchError) as e:
+            record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
+        results.append(record)
+
+
+def mode_chunks(args):
+    if args.start_at:
+        delay = args.start_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    results = []
+    threads = [threading.Thread(target=run_worker, args=(args, w, results))
+               for w in range(args.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.sort(key=lambda r: (r["index"], r["worker"]))
+    return {"chunks": results, "errors": sum(1 for r in results if "error" in r)}
+
+
+def mode_rtt(args):
+    times = []
+    for _ in range(args.count):
+        t0 = time.monotonic()
+        with socket.create_connection(split_hostport(args.origin), timeout=IO_TIMEOUT):
+            times.append(time.monotonic() - t0)
+        time.sleep(0.02)
+    return {"connect_s": times}
+
+
+def mode_stream(args):
+    samples = []
+    state = {"next": 0.0}
+
+    def progress(got):
+        now = time.monotonic()
+        if now >= state["next"]:
+            samples.append((now, got))
+            state["next"] = now + args.sample
+
+    result = get(args.origin, args.proxy, args.path, on_progress=progress)
+    samples.append((result["end"], result["bytes"]))
+    result["samples"] = samples
+    return result
+
+
+def main():
+    args = parse_args()
+    try:
+        out = {"chunks": mode_chunks, "rtt": mode_rtt, "stream": mode_stream}[args.mode](args)
+    except (OSError, FetchError) as e:
+        out = {"fatal": f"{type(e).__name__}: {e}"}
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
