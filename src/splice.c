@@ -24,12 +24,6 @@ pipes_init(size_t pipe_size, unsigned max_free)
 	pipes.size = pipe_size ? pipe_size : 65536;
 }
 
-size_t
-pipe_capacity(void)
-{
-	return pipes.size;
-}
-
 unsigned
 pipes_pooled(void)
 {

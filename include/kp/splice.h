@@ -27,7 +27,6 @@ struct kp_pipe {
 void pipes_init(size_t pipe_size, unsigned max_free);
 /* Closes every pooled pipe. */
 void pipes_shutdown(void);
-size_t pipe_capacity(void);
 unsigned pipes_pooled(void);
 
 struct mover {
