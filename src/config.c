@@ -20,6 +20,21 @@ config_defaults(struct kp_config *cfg)
 	cfg->idle_timeout = 50;
 	cfg->max_idle_per_host = 8;
 	cfg->max_idle_total = 256;
+	/*
+	 * Above what any one downloader asks of one host (aria2c allows at most
+	 * 16 per server, yt-dlp -N and browsers fewer), so none is throttled;
+	 * a burst beyond it waits for connections freeing up instead of opening
+	 * dozens of handshakes to one origin at once.
+	 */
+	cfg->max_conns_per_host = 32;
+	/* Past the connect timeout, so an unreachable origin still answers 502/504 first. */
+	cfg->queue_timeout = 30;
+	/*
+	 * Probes a pooled connection after 15 s of silence, three 5 s apart: a
+	 * path that died is noticed within the 50 s idle timeout, at the cost of
+	 * one small packet per idle connection every 15 s.
+	 */
+	cfg->tcp_keepalive = 15;
 	cfg->connect_timeout = 10;
 	cfg->response_timeout = 60;
 	cfg->io_timeout = 300;
@@ -55,6 +70,13 @@ config_usage(FILE *out)
 	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
 	      "  -M, --max-idle N             idle upstream connections kept in all (default 256);\n"
 	      "                               a burst above either cap is trimmed after 1 s\n"
+	      "      --max-conns-per-host N      upstream connections per host:port, 0 for no cap\n"
+	      "                                  (default 32); more requests wait in a queue\n"
+	      "      --queue-timeout SECONDS     longest wait for an upstream connection, then\n"
+	      "                                  503 (default 30)\n"
+	      "      --no-connect-race           a request waits for the connect it caused, not\n"
+	      "                                  for whichever connection frees first (for\n"
+	      "                                  comparisons)\n"
 	      "      --connect-timeout SECONDS   TCP connect to one origin address (default 10)\n"
 	      "      --response-timeout SECONDS  wait for a response header, then 504 (default 60)\n"
 	      "      --io-timeout SECONDS        close an exchange that makes no progress (default 300)\n"
@@ -68,6 +90,13 @@ config_usage(FILE *out)
 	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
 	      "      --pipe-size BYTES           capacity of each splice pipe (default 1048576)\n"
 	      "      --no-splice                 move bytes through user space instead of splice(2)\n"
+	      "      --upstream-rcvbuf BYTES     SO_RCVBUF of upstream sockets (default: unset,\n"
+	      "                                  so Linux autotunes it)\n"
+	      "      --upstream-sndbuf BYTES     SO_SNDBUF of upstream sockets (default: unset)\n"
+	      "      --congestion ALGO           TCP congestion control for upstream sockets\n"
+	      "                                  (default: the host's)\n"
+	      "      --tcp-keepalive SECONDS     probe idle upstream connections after this long,\n"
+	      "                                  0 for never (default 15)\n"
 	      "  -v, --verbose                more logging; repeat for more\n"
 	      "  -V, --version                print the version and exit\n"
 	      "  -h, --help                   print this help and exit\n",
@@ -87,6 +116,13 @@ enum long_only_option {
 	OPT_TUNNEL_TIMEOUT,
 	OPT_PIPE_SIZE,
 	OPT_NO_SPLICE,
+	OPT_MAX_CONNS_PER_HOST,
+	OPT_QUEUE_TIMEOUT,
+	OPT_NO_CONNECT_RACE,
+	OPT_UPSTREAM_RCVBUF,
+	OPT_UPSTREAM_SNDBUF,
+	OPT_CONGESTION,
+	OPT_TCP_KEEPALIVE,
 };
 
 static const struct option long_options[] = {
@@ -107,6 +143,13 @@ static const struct option long_options[] = {
 	{"tunnel-timeout", required_argument, NULL, OPT_TUNNEL_TIMEOUT},
 	{"pipe-size", required_argument, NULL, OPT_PIPE_SIZE},
 	{"no-splice", no_argument, NULL, OPT_NO_SPLICE},
+	{"max-conns-per-host", required_argument, NULL, OPT_MAX_CONNS_PER_HOST},
+	{"queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT},
+	{"no-connect-race", no_argument, NULL, OPT_NO_CONNECT_RACE},
+	{"upstream-rcvbuf", required_argument, NULL, OPT_UPSTREAM_RCVBUF},
+	{"upstream-sndbuf", required_argument, NULL, OPT_UPSTREAM_SNDBUF},
+	{"congestion", required_argument, NULL, OPT_CONGESTION},
+	{"tcp-keepalive", required_argument, NULL, OPT_TCP_KEEPALIVE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -271,6 +314,42 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			break;
 		case OPT_NO_SPLICE:
 			cfg->no_splice = true;
+			break;
+		case OPT_MAX_CONNS_PER_HOST:
+			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
+				bad = "max conns per host must be a whole number (0: no cap)";
+			else
+				cfg->max_conns_per_host = (unsigned)n;
+			break;
+		case OPT_QUEUE_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->queue_timeout) < 0)
+				bad = "queue timeout must be a number of seconds above 0";
+			break;
+		case OPT_NO_CONNECT_RACE:
+			cfg->no_connect_race = true;
+			break;
+		case OPT_UPSTREAM_RCVBUF:
+		case OPT_UPSTREAM_SNDBUF:
+			/* The kernel doubles the value and keeps it below INT_MAX. */
+			if (parse_unsigned(optarg, 4096, 1073741824, &n) < 0)
+				bad = "socket buffer size must be 4096-1073741824 bytes";
+			else if (c == OPT_UPSTREAM_RCVBUF)
+				cfg->upstream_rcvbuf = (unsigned)n;
+			else
+				cfg->upstream_sndbuf = (unsigned)n;
+			break;
+		case OPT_CONGESTION:
+			/* TCP_CA_NAME_MAX is 16 with the NUL. */
+			if (*optarg == '\0' || strlen(optarg) > 15)
+				bad = "congestion control name must be 1-15 characters";
+			else
+				cfg->congestion = optarg;
+			break;
+		case OPT_TCP_KEEPALIVE:
+			if (parse_unsigned(optarg, 0, 32767, &n) < 0)
+				bad = "tcp keepalive must be 0-32767 seconds";
+			else
+				cfg->tcp_keepalive = (unsigned)n;
 			break;
 		case 'v':
 			cfg->verbosity++;

@@ -9,8 +9,78 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * Every socket option the daemon sets, for every kind of socket, in one
+ * place with one error exit, so what a flag does to a socket can be read
+ * (and tested) here alone.
+ */
 int
-net_listen(const char *addr, unsigned port, int backlog)
+net_tune(int fd, enum net_role role, const struct kp_config *cfg, const char **failed)
+{
+	int one = 1, v;
+	const char *opt;
+
+	if (role == NET_LISTENER) {
+		opt = "SO_REUSEADDR";
+		if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+			goto fail;
+		return 0;
+	}
+	/*
+	 * Heads and bodies go out in separate writes; without TCP_NODELAY a
+	 * small response would wait for the peer's delayed ACK.
+	 */
+	opt = "TCP_NODELAY";
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+		goto fail;
+	if (role == NET_CLIENT)
+		return 0;
+	/*
+	 * Buffer sizes stay unset unless asked for: setting SO_RCVBUF switches
+	 * off Linux's receive autotuning, and a fixed buffer caps a stream at
+	 * buffer / RTT. Set before connect(), so the window scale offered in the
+	 * SYN fits them. SO_*BUFFORCE lets root go past net.core.[rw]mem_max.
+	 */
+	if (cfg->upstream_rcvbuf) {
+		v = (int)cfg->upstream_rcvbuf;
+		opt = "SO_RCVBUF";
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0 &&
+		    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)) < 0)
+			goto fail;
+	}
+	if (cfg->upstream_sndbuf) {
+		v = (int)cfg->upstream_sndbuf;
+		opt = "SO_SNDBUF";
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0 &&
+		    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
+			goto fail;
+	}
+	if (cfg->congestion) {
+		opt = "TCP_CONGESTION";
+		if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cfg->congestion,
+		               (socklen_t)strlen(cfg->congestion)) < 0)
+			goto fail;
+	}
+	/* Pooled connections sit idle for long: probes notice a path that died. */
+	if (cfg->tcp_keepalive) {
+		int idle = (int)cfg->tcp_keepalive, intvl = idle / 3 ? idle / 3 : 1, cnt = 3;
+
+		opt = "SO_KEEPALIVE";
+		if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) < 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+		    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	if (failed)
+		*failed = opt;
+	return -1;
+}
+
+int
+net_listen(const char *addr, unsigned port, int backlog, const struct kp_config *cfg)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -36,7 +106,7 @@ net_listen(const char *addr, unsigned port, int backlog)
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+	if (net_tune(fd, NET_LISTENER, cfg, NULL) < 0)
 		goto fail;
 	/* "::" means IPv6 only here; bind 0.0.0.0 separately for IPv4. */
 	if (ss.ss_family == AF_INET6 &&
@@ -53,13 +123,14 @@ fail:
 }
 
 int
-net_connect_start(const struct sockaddr *sa, socklen_t len)
+net_connect_start(const struct sockaddr *sa, socklen_t len, const struct kp_config *cfg)
 {
 	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), saved;
 
 	if (fd < 0)
 		return -1;
-	if (connect(fd, sa, len) == 0 || errno == EINPROGRESS)
+	if (net_tune(fd, NET_UPSTREAM, cfg, NULL) == 0 &&
+	    (connect(fd, sa, len) == 0 || errno == EINPROGRESS))
 		return fd;
 	saved = errno;
 	close(fd);
@@ -80,38 +151,6 @@ net_connect_finish(int fd)
 		return -1;
 	}
 	return 0;
-}
-
-/*
- * Heads and bodies go out in separate writes; without TCP_NODELAY a small
- * response would wait for the peer's delayed ACK. SO_RCVBUF/SO_SNDBUF stay
- * unset so Linux keeps autotuning them.
- */
-static int
-tune_common(int fd)
-{
-	int one = 1;
-
-	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-int
-net_tune_client(int fd, const struct kp_config *cfg)
-{
-	(void)cfg;
-	return tune_common(fd);
-}
-
-int
-net_tune_upstream(int fd, const struct kp_config *cfg)
-{
-	int one = 1;
-
-	(void)cfg;
-	if (tune_common(fd) < 0)
-		return -1;
-	/* Pooled connections sit idle for long; let the kernel notice dead peers too. */
-	return setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 }
 
 bool

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kp/evglue.h"
+#include "kp/table.h"
 
 /*
  * How long a cap may be exceeded. Exchanges that end in the same loop
@@ -15,21 +16,18 @@
 #define POOL_SWEEP_DELAY 1.0
 
 struct pool_host {
-	struct pool_host *chain;     /* next in the hash bucket */
+	struct table_node node;      /* in the pool's table, keyed by key */
 	struct pool_entry *newest;   /* head of this host's list */
 	struct pool_entry *oldest;   /* tail */
 	struct pool_host *sweep_next;   /* on the pool's sweep list */
 	bool to_sweep;               /* over its cap or empty: the sweep looks at it */
 	unsigned count;
-	uint32_t hash;
 	char key[];
 };
 
 struct pool {
 	struct ev_loop *loop;
-	struct pool_host **buckets;
-	size_t nbuckets;             /* a power of two */
-	size_t nhosts;               /* including empty ones not yet swept */
+	struct table hosts;          /* including empty ones not yet swept */
 	size_t count;
 	struct pool_entry *all_oldest, *all_newest;
 	unsigned max_per_host, max_total;
@@ -41,16 +39,6 @@ struct pool {
 
 static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
-static uint32_t
-hash_key(const char *key)
-{
-	uint32_t h = 2166136261u;   /* FNV-1a: short keys, no adversary worth SipHash */
-
-	for (; *key; key++)
-		h = (h ^ (uint8_t)*key) * 16777619u;
-	return h;
-}
-
 struct pool *
 pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_drop_fn on_drop)
 {
@@ -58,9 +46,7 @@ pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_d
 
 	if (!p)
 		return NULL;
-	p->nbuckets = 64;
-	p->buckets = calloc(p->nbuckets, sizeof(*p->buckets));
-	if (!p->buckets) {
+	if (table_init(&p->hosts) < 0) {
 		free(p);
 		return NULL;
 	}
@@ -73,57 +59,30 @@ pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_d
 	return p;
 }
 
-static struct pool_host **
-find_slot(struct pool *p, const char *key, uint32_t hash)
+static struct pool_host *
+host_find(const struct pool *p, const char *key)
 {
-	struct pool_host **slot = &p->buckets[hash & (p->nbuckets - 1)];
+	struct table_node *n = table_find(&p->hosts, key);
 
-	while (*slot && ((*slot)->hash != hash || strcmp((*slot)->key, key) != 0))
-		slot = &(*slot)->chain;
-	return slot;
-}
-
-static void
-grow(struct pool *p)
-{
-	size_t n = p->nbuckets * 2;
-	struct pool_host **b = calloc(n, sizeof(*b));
-
-	if (!b)
-		return;   /* longer chains, still correct */
-	for (size_t i = 0; i < p->nbuckets; i++) {
-		struct pool_host *h = p->buckets[i], *next;
-
-		for (; h; h = next) {
-			next = h->chain;
-			h->chain = b[h->hash & (n - 1)];
-			b[h->hash & (n - 1)] = h;
-		}
-	}
-	free(p->buckets);
-	p->buckets = b;
-	p->nbuckets = n;
+	return n ? container_of(n, struct pool_host, node) : NULL;
 }
 
 static struct pool_host *
 host_get(struct pool *p, const char *key)
 {
-	uint32_t hash = hash_key(key);
-	struct pool_host **slot = find_slot(p, key, hash);
+	struct pool_host *h = host_find(p, key);
 	size_t len;
 
-	if (*slot)
-		return *slot;
+	if (h)
+		return h;
 	len = strlen(key);
-	*slot = calloc(1, sizeof(**slot) + len + 1);
-	if (!*slot)
+	h = calloc(1, sizeof(*h) + len + 1);
+	if (!h)
 		return NULL;
-	(*slot)->hash = hash;
-	memcpy((*slot)->key, key, len + 1);
-	p->nhosts++;
-	if (p->nhosts > p->nbuckets)
-		grow(p);
-	return host_get(p, key);
+	memcpy(h->key, key, len + 1);
+	h->node.key = h->key;
+	table_add(&p->hosts, &h->node);
+	return h;
 }
 
 static void
@@ -149,10 +108,7 @@ schedule_sweep(struct pool *p, struct pool_host *h)
 static void
 host_free(struct pool *p, struct pool_host *h)
 {
-	struct pool_host **slot = find_slot(p, h->key, h->hash);
-
-	*slot = h->chain;
-	p->nhosts--;
+	table_remove(&p->hosts, &h->node);
 	free(h);
 }
 
@@ -318,12 +274,12 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 struct pool_entry *
 pool_take(struct pool *p, const char *key)
 {
-	struct pool_host **slot = find_slot(p, key, hash_key(key));
+	struct pool_host *h = host_find(p, key);
 	struct pool_entry *e;
 
-	if (!*slot || !(*slot)->newest)
+	if (!h || !h->newest)
 		return NULL;
-	e = (*slot)->newest;
+	e = h->newest;
 	unlink_entry(e);
 	return e;
 }
@@ -344,9 +300,18 @@ pool_count(const struct pool *p)
 size_t
 pool_count_key(const struct pool *p, const char *key)
 {
-	struct pool_host **slot = find_slot((struct pool *)p, key, hash_key(key));
+	struct pool_host *h = host_find(p, key);
 
-	return *slot ? (*slot)->count : 0;
+	return h ? h->count : 0;
+}
+
+static void
+free_host(struct table_node *n, void *arg)
+{
+	struct pool *p = arg;
+
+	table_remove(&p->hosts, n);
+	free(container_of(n, struct pool_host, node));
 }
 
 void
@@ -357,14 +322,7 @@ pool_free(struct pool *p)
 	ev_timer_stop(p->loop, &p->sweep);
 	while (p->all_oldest)
 		drop(p->all_oldest, POOL_DROP_EVICTED);
-	for (size_t i = 0; i < p->nbuckets; i++) {
-		struct pool_host *h = p->buckets[i], *next;
-
-		for (; h; h = next) {
-			next = h->chain;
-			free(h);
-		}
-	}
-	free(p->buckets);
+	table_each(&p->hosts, free_host, p);
+	table_free(&p->hosts);
 	free(p);
 }

@@ -43,7 +43,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 				log_warn("accept: %s", strerror(errno));
 			break;
 		}
-		if (net_tune_client(fd, srv->cfg) < 0)
+		if (net_tune(fd, NET_CLIENT, srv->cfg, NULL) < 0)
 			log_debug("client socket options: %s", strerror(errno));
 		client_new(srv, fd, &peer);
 	}
@@ -69,6 +69,15 @@ reaper_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)revents;
 	client_reap(srv);
 	upstream_reap(srv);
+}
+
+static void
+stats_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	stats_log_summary();
 }
 
 static void
@@ -105,6 +114,35 @@ fit_clients_to_fd_limit(unsigned wanted)
 	return wanted;
 }
 
+/*
+ * Tries the upstream socket options once at start, so a congestion control
+ * the kernel does not offer is a clear error now, not a failed connect per
+ * request later.
+ */
+static int
+check_upstream_tuning(const struct kp_config *cfg)
+{
+	const char *failed = "socket";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), saved;
+
+	if (fd >= 0 && net_tune(fd, NET_UPSTREAM, cfg, &failed) == 0) {
+		close(fd);
+		return 0;
+	}
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	if (strcmp(failed, "TCP_CONGESTION") == 0)
+		log_error("--congestion %s: %s; the kernel offers what "
+		          "net.ipv4.tcp_available_congestion_control lists, and unprivileged "
+		          "sockets only what net.ipv4.tcp_allowed_congestion_control lists "
+		          "(modprobe tcp_%s may add it)",
+		          cfg->congestion, strerror(saved), cfg->congestion);
+	else
+		log_error("cannot set %s on upstream sockets: %s", failed, strerror(saved));
+	return -1;
+}
+
 int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
@@ -123,11 +161,17 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		log_error("out of memory");
 		return -1;
 	}
+	if (dispatch_init(&srv->dispatch, srv) < 0) {
+		log_error("out of memory");
+		return -1;
+	}
 	if (dns_init(loop, cfg) < 0) {
 		log_error("cannot start the resolver thread");
 		return -1;
 	}
-	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024);
+	if (check_upstream_tuning(cfg) < 0)
+		return -1;
+	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
 		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
 		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
@@ -139,6 +183,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	ev_signal_start(loop, &srv->sigint_watcher);
 	ev_signal_init(&srv->sigterm_watcher, signal_cb, SIGTERM);
 	ev_signal_start(loop, &srv->sigterm_watcher);
+	ev_signal_init(&srv->sigusr1_watcher, stats_signal_cb, SIGUSR1);
+	ev_signal_start(loop, &srv->sigusr1_watcher);
 	ev_prepare_init(&srv->reaper, reaper_cb);
 	ev_prepare_start(loop, &srv->reaper);
 	log_info("keepalive-proxy %s listening on %s%s%s:%u (idle timeout %gs, %u idle per host, "
@@ -164,16 +210,21 @@ server_shutdown(struct server *srv)
 	}
 	while (srv->clients)
 		client_close(srv->clients);
+	/* Connects nobody waits for any more, and the idle pool. */
+	while (srv->upstreams)
+		upstream_close(srv->upstreams);
 	if (srv->pool) {
 		pool_free(srv->pool);
 		srv->pool = NULL;
 	}
+	dispatch_shutdown(&srv->dispatch);
 	client_reap(srv);
 	upstream_reap(srv);
 	dns_shutdown();
 	pipes_shutdown();
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);
 	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
+	ev_signal_stop(srv->loop, &srv->sigusr1_watcher);
 	ev_prepare_stop(srv->loop, &srv->reaper);
 	buf_drain_free_list();
 	stats_log_summary();

@@ -4,49 +4,83 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kp/client.h"
+#include "kp/dispatch.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/server.h"
 #include "kp/stats.h"
 
-static void connect_next(struct upstream *up);
+/*
+ * RFC 8305's recommended Connection Attempt Delay: long enough for a
+ * healthy handshake on most paths, short enough that a black-holed IPv6
+ * route costs a quarter of a second, not a connect timeout.
+ */
+#define ATTEMPT_DELAY 0.25
+
+static void start_attempts(struct upstream *up);
+
+static const char *const state_names[] = {
+	[UPSTREAM_RESOLVING] = "resolving",
+	[UPSTREAM_CONNECTING] = "connecting",
+	[UPSTREAM_BUSY] = "busy",
+	[UPSTREAM_IDLE] = "idle",
+	[UPSTREAM_CLOSED] = "closed",
+};
 
 static void
 set_state(struct upstream *up, enum upstream_state next)
 {
-	log_trace("upstream %s fd %d: state %d -> %d", up->key, up->fd, up->state, next);
+	log_trace("upstream %s fd %d: %s -> %s", up->key, up->conn.fd, state_names[up->state],
+	          state_names[next]);
 	up->state = next;
 }
 
 static void
-stop_watchers(struct upstream *up)
+close_attempt(struct upstream *up, struct connect_attempt *a)
 {
-	struct ev_loop *loop = up->srv->loop;
+	if (a->fd < 0)
+		return;
+	ev_io_stop(up->srv->loop, &a->wio);
+	net_close(&a->fd);
+	up->attempts_open--;
+}
 
-	ev_io_stop(loop, &up->rio);
-	ev_io_stop(loop, &up->wio);
-	ev_timer_stop(loop, &up->connect_timer);
+static void
+close_attempts(struct upstream *up)
+{
+	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
+		close_attempt(up, &up->attempts[i]);
+	ev_timer_stop(up->srv->loop, &up->connect_timer);
 }
 
 void
 upstream_close(struct upstream *up)
 {
-	if (up->state == UPSTREAM_CLOSED)
+	enum upstream_state was = up->state;
+
+	if (was == UPSTREAM_CLOSED)
 		return;
-	if (up->state == UPSTREAM_IDLE) {
+	/* First, while the state still says what the connection was counted as. */
+	dispatch_connection_gone(up);
+	if (was == UPSTREAM_IDLE) {
 		pool_remove(&up->idle);
 		kp_stats.pool_idle--;
 	}
 	dns_cancel(&up->dns);
-	stop_watchers(up);
-	net_close(&up->fd);
+	close_attempts(up);
+	conn_close(&up->conn);
 	buf_put(up->in);
 	up->in = NULL;
-	up->owner = NULL;
+	up->user = NULL;
 	set_state(up, UPSTREAM_CLOSED);
 	kp_stats.upstreams_open--;
+	if (up->prev)
+		up->prev->next = up->next;
+	else
+		up->srv->upstreams = up->next;
+	if (up->next)
+		up->next->prev = up->prev;
 	/* Freed later: a caller up the stack may still hold the pointer. */
 	up->dead_next = up->srv->dead_upstreams;
 	up->srv->dead_upstreams = up;
@@ -66,22 +100,10 @@ upstream_reap(struct server *srv)
 void
 upstream_watch(struct upstream *up, bool readable, bool writable)
 {
-	io_watch(up->srv->loop, &up->rio, &up->wio, readable, writable);
+	conn_watch(&up->conn, readable, writable);
 }
 
 /* ---- idle in the pool ----------------------------------------------------- */
-
-/*
- * While idle, readability means the origin closed the connection (or sent
- * something nobody asked for); either way it can no longer be used.
- */
-static void
-idle_readable(struct upstream *up)
-{
-	log_debug("upstream %s fd %d: closed by the origin while idle", up->key, up->fd);
-	kp_stats.upstream_stale++;
-	upstream_close(up);
-}
 
 void
 upstream_pool_dropped(struct pool_entry *e, enum pool_drop_reason why)
@@ -92,7 +114,7 @@ upstream_pool_dropped(struct pool_entry *e, enum pool_drop_reason why)
 		kp_stats.pool_expired++;
 	else
 		kp_stats.pool_evicted++;
-	log_debug("upstream %s fd %d: %s", up->key, up->fd,
+	log_debug("upstream %s fd %d: %s", up->key, up->conn.fd,
 	          why == POOL_DROP_EXPIRED ? "idle timeout" : "evicted by a pool cap");
 	upstream_close(up);
 }
@@ -130,17 +152,11 @@ idle_ceiling(void)
 }
 
 void
-upstream_release(struct upstream *up, bool reusable)
+upstream_park(struct upstream *up)
 {
-	double timeout;
+	double timeout = idle_timeout_for(up);
 
-	up->owner = NULL;
-	up->exchanges++;
-	if (!reusable) {
-		upstream_close(up);
-		return;
-	}
-	timeout = idle_timeout_for(up);
+	up->user = NULL;
 	/* Unforwarded bytes or a deadline already gone mean it is not clean enough. */
 	if ((up->in && buf_len(up->in)) || timeout <= 0) {
 		upstream_close(up);
@@ -148,7 +164,6 @@ upstream_release(struct upstream *up, bool reusable)
 	}
 	buf_put(up->in);
 	up->in = NULL;
-	/* A connection became free: today the pool takes it; a request queue will come first. */
 	pool_set_ceiling(up->srv->pool, idle_ceiling());
 	if (!pool_put(up->srv->pool, up->key, &up->idle, timeout)) {
 		upstream_close(up);
@@ -156,83 +171,258 @@ upstream_release(struct upstream *up, bool reusable)
 	}
 	kp_stats.pool_idle++;
 	set_state(up, UPSTREAM_IDLE);
+	/* While idle, readability means the origin closed it (or spoke unasked). */
 	upstream_watch(up, true, false);
-	log_debug("upstream %s fd %d: idle, kept %.1fs", up->key, up->fd, timeout);
+	log_debug("upstream %s fd %d: idle, kept %.1fs", up->key, up->conn.fd, timeout);
 }
 
-/* ---- connecting ----------------------------------------------------------- */
-
-static void
-connected(struct upstream *up)
+void
+upstream_release(struct upstream *up, bool reusable)
 {
-	struct client *c = up->owner;
-
-	ev_timer_stop(up->srv->loop, &up->connect_timer);
+	up->user = NULL;
+	up->exchanges++;
+	if (!reusable || (up->in && buf_len(up->in))) {
+		upstream_close(up);
+		return;
+	}
 	upstream_watch(up, false, false);
-	if (net_tune_upstream(up->fd, up->srv->cfg) < 0)
-		log_debug("upstream %s: socket options: %s", up->key, strerror(errno));
+	dispatch_connection_free(up);
+}
+
+void
+upstream_hand_to(struct upstream *up, struct upstream_waiter *w)
+{
 	set_state(up, UPSTREAM_BUSY);
-	up->reused = false;
-	log_debug("upstream %s fd %d: connected", up->key, up->fd);
-	client_upstream_ready(c, up);
+	up->user = w;
+	up->trigger = NULL;
+	up->reused = up->exchanges > 0;
+	up->keep_alive_hint = -1;
+	/*
+	 * A request not yet sent has no answer waiting: reading now would only
+	 * cost a recv() that says EAGAIN. Readiness arrives as an event.
+	 */
+	conn_clear_facts(&up->conn);
+	upstream_watch(up, false, false);
+	http_parser_start(&up->parser, &up->head);
+}
+
+static bool
+idle_usable(struct upstream *up)
+{
+	if (net_idle_alive(up->conn.fd))
+		return true;
+	log_debug("upstream %s fd %d: dead at reuse (peek)", up->key, up->conn.fd);
+	kp_stats.upstream_stale++;
+	return false;
+}
+
+struct upstream *
+upstream_take_pooled(struct server *srv, const char *key)
+{
+	struct pool_entry *e;
+
+	while ((e = pool_take(srv->pool, key)) != NULL) {
+		struct upstream *up = container_of(e, struct upstream, idle);
+
+		kp_stats.pool_idle--;
+		set_state(up, UPSTREAM_BUSY);
+		if (idle_usable(up))
+			return up;
+		upstream_close(up);
+	}
+	return NULL;
+}
+
+/* ---- connecting (RFC 8305) ------------------------------------------------ */
+
+void
+upstream_order_addrs(struct dns_addrs *a)
+{
+	union dns_addr v6[DNS_MAX_ADDRS], v4[DNS_MAX_ADDRS];
+	unsigned n6 = 0, n4 = 0, i6 = 0, i4 = 0;
+
+	for (unsigned i = 0; i < a->count; i++) {
+		if (a->addr[i].sa.sa_family == AF_INET6)
+			v6[n6++] = a->addr[i];
+		else
+			v4[n4++] = a->addr[i];
+	}
+	for (unsigned i = 0; i < a->count; i++) {
+		bool six = (i % 2 == 0 && i6 < n6) || i4 == n4;
+
+		a->addr[i] = six ? v6[i6++] : v4[i4++];
+	}
 }
 
 static void
-fail(struct upstream *up, int status, const char *why)
+fail(struct upstream *up)
 {
-	struct client *c = up->owner;
+	int err = up->last_error;
 
 	kp_stats.upstream_connect_failures++;
-	upstream_close(up);
-	client_upstream_failed(c, status, why);
+	if (err == ETIMEDOUT)
+		dispatch_connect_failed(up, 504, "timed out connecting to the origin");
+	else
+		dispatch_connect_failed(up, 502, err ? strerror(err) : "cannot connect to the origin");
 }
 
+/*
+ * The first handshake to finish wins. The others are closed: a request
+ * that would want a second connection has its own connect in flight.
+ */
 static void
-connect_next(struct upstream *up)
+won(struct upstream *up, struct connect_attempt *a)
+{
+	char addr[64];
+	int fd = a->fd;
+
+	ev_io_stop(up->srv->loop, &a->wio);
+	a->fd = -1;
+	up->attempts_open--;
+	close_attempts(up);
+	conn_set_fd(&up->conn, fd);
+	set_state(up, UPSTREAM_BUSY);
+	log_debug("upstream %s fd %d: connected to %s", up->key, fd,
+	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
+	dispatch_connection_free(up);
+}
+
+/* When the connect timer should fire next: a stagger or a deadline. */
+static void
+arm_connect_timer(struct upstream *up)
+{
+	ev_tstamp at = 0;
+
+	if (up->next_addr < up->addrs.count && up->attempts_open > 0 &&
+	    up->attempts_open < UPSTREAM_MAX_ATTEMPTS)
+		at = up->next_attempt_at;
+	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
+		const struct connect_attempt *a = &up->attempts[i];
+
+		if (a->fd >= 0 && (at == 0 || a->deadline < at))
+			at = a->deadline;
+	}
+	ev_timer_stop(up->srv->loop, &up->connect_timer);
+	if (at == 0)
+		return;
+	at -= ev_now(up->srv->loop);
+	ev_timer_set(&up->connect_timer, at > 0 ? at : 0., 0.);
+	ev_timer_start(up->srv->loop, &up->connect_timer);
+}
+
+/* An attempt ended without a connection; the next address starts at once. */
+static void
+attempt_failed(struct upstream *up, struct connect_attempt *a, int err)
 {
 	char addr[64];
 
-	while (up->next_addr < up->addrs.count) {
-		union dns_addr *a = &up->addrs.addr[up->next_addr++];
-		socklen_t len = a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
-
-		if (a->sa.sa_family == AF_INET6)
-			a->in6.sin6_port = htons(up->port);
-		else
-			a->in.sin_port = htons(up->port);
-		net_close(&up->fd);
-		up->fd = net_connect_start(&a->sa, len);
-		if (up->fd < 0) {
-			up->last_error = errno;
-			log_debug("upstream %s: connect %s: %s", up->key,
-			          net_addr_text(&a->sa, addr, sizeof(addr)), strerror(errno));
-			continue;
-		}
-		kp_stats.upstream_connects++;
-		set_state(up, UPSTREAM_CONNECTING);
-		ev_io_set(&up->rio, up->fd, EV_READ);
-		ev_io_set(&up->wio, up->fd, EV_WRITE);
-		upstream_watch(up, false, true);
-		ev_timer_set(&up->connect_timer, up->srv->cfg->connect_timeout, 0.);
-		ev_timer_start(up->srv->loop, &up->connect_timer);
-		return;
-	}
-	if (up->last_error == ETIMEDOUT)
-		fail(up, 504, "timed out connecting to the origin");
-	else
-		fail(up, 502, up->last_error ? strerror(up->last_error) : "cannot connect to the origin");
+	up->last_error = err;
+	log_debug("upstream %s: connect %s: %s", up->key,
+	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)), strerror(err));
+	close_attempt(up, a);
+	up->next_attempt_at = ev_now(up->srv->loop);
+	start_attempts(up);
 }
 
 static void
-connect_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+attempt_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct upstream *up = container_of(w, struct upstream, connect_timer);
+	struct connect_attempt *a = container_of(w, struct connect_attempt, wio);
 
 	(void)loop;
 	(void)revents;
-	log_debug("upstream %s: connect timed out", up->key);
-	up->last_error = ETIMEDOUT;
-	connect_next(up);
+	if (net_connect_finish(a->fd) < 0)
+		attempt_failed(a->up, a, errno);
+	else
+		won(a->up, a);
+}
+
+static struct connect_attempt *
+free_attempt_slot(struct upstream *up)
+{
+	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
+		if (up->attempts[i].fd < 0)
+			return &up->attempts[i];
+	return NULL;
+}
+
+/* Starts one attempt at the next address; false when none could start. */
+static bool
+start_one(struct upstream *up, struct connect_attempt *a)
+{
+	while (up->next_addr < up->addrs.count) {
+		unsigned i = up->next_addr++;
+		union dns_addr *sa = &up->addrs.addr[i];
+		socklen_t len = sa->sa.sa_family == AF_INET6 ? sizeof(sa->in6) : sizeof(sa->in);
+		char addr[64];
+
+		if (sa->sa.sa_family == AF_INET6)
+			sa->in6.sin6_port = htons(up->port);
+		else
+			sa->in.sin_port = htons(up->port);
+		a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
+		if (a->fd < 0) {
+			up->last_error = errno;
+			log_debug("upstream %s: connect %s: %s", up->key,
+			          net_addr_text(&sa->sa, addr, sizeof(addr)), strerror(errno));
+			continue;
+		}
+		kp_stats.upstream_connects++;
+		a->addr = i;
+		a->up = up;
+		a->deadline = ev_now(up->srv->loop) + up->srv->cfg->connect_timeout;
+		ev_io_init(&a->wio, attempt_cb, a->fd, EV_WRITE);
+		ev_io_start(up->srv->loop, &a->wio);
+		up->attempts_open++;
+		up->next_attempt_at = ev_now(up->srv->loop) + ATTEMPT_DELAY;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Starts the next address if it is due (nothing in flight, or the previous
+ * one has had its 250 ms), then sets the timer for what comes next; fails
+ * the connection when every address has been tried and nothing is left in
+ * flight.
+ */
+static void
+start_attempts(struct upstream *up)
+{
+	struct connect_attempt *a;
+
+	if (up->next_addr < up->addrs.count &&
+	    (up->attempts_open == 0 || ev_now(up->srv->loop) >= up->next_attempt_at - 0.001) &&
+	    (a = free_attempt_slot(up)) != NULL)
+		start_one(up, a);
+	if (up->attempts_open == 0) {
+		fail(up);
+		return;
+	}
+	set_state(up, UPSTREAM_CONNECTING);
+	arm_connect_timer(up);
+}
+
+static void
+connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct upstream *up = container_of(w, struct upstream, connect_timer);
+	ev_tstamp now = ev_now(loop);
+
+	(void)revents;
+	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
+		struct connect_attempt *a = &up->attempts[i];
+
+		if (a->fd >= 0 && a->deadline <= now + 0.001) {
+			char addr[64];
+
+			log_debug("upstream %s: connect %s timed out", up->key,
+			          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
+			up->last_error = ETIMEDOUT;
+			close_attempt(up, a);
+		}
+	}
+	start_attempts(up);
 }
 
 static void
@@ -242,59 +432,43 @@ resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 	char why[300];
 
 	if (error) {
-		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->host, dns_error_text(error));
-		fail(up, 502, why);
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->host_name,
+		         dns_error_text(error));
+		kp_stats.upstream_connect_failures++;
+		dispatch_connect_failed(up, 502, why);
 		return;
 	}
 	up->addrs = *addrs;
+	upstream_order_addrs(&up->addrs);
 	up->next_addr = 0;
-	connect_next(up);
+	start_attempts(up);
 }
 
 /* ---- I/O ------------------------------------------------------------------ */
 
 static void
-io_event(struct upstream *up, int revents)
+io_event(struct conn *c, int revents)
 {
+	struct upstream *up = container_of(c, struct upstream, conn);
+
 	switch (up->state) {
-	case UPSTREAM_CONNECTING:
-		if (net_connect_finish(up->fd) < 0) {
-			up->last_error = errno;
-			log_debug("upstream %s: connect failed: %s", up->key, strerror(errno));
-			connect_next(up);
-		} else {
-			connected(up);
-		}
-		break;
 	case UPSTREAM_BUSY:
-		client_upstream_event(up->owner, revents);
+		up->user->event(up->user, revents);
 		break;
 	case UPSTREAM_IDLE:
-		idle_readable(up);
+		log_debug("upstream %s fd %d: closed by the origin while idle", up->key, c->fd);
+		kp_stats.upstream_stale++;
+		upstream_close(up);
 		break;
 	case UPSTREAM_RESOLVING:
+	case UPSTREAM_CONNECTING:
 	case UPSTREAM_CLOSED:
 		break;
 	}
 }
 
-static void
-read_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-	(void)loop;
-	io_event(container_of(w, struct upstream, rio), revents);
-}
-
-static void
-write_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-	(void)loop;
-	io_event(container_of(w, struct upstream, wio), revents);
-}
-
-static struct upstream *
-upstream_new(struct server *srv, struct client *c, const char *host, uint16_t port,
-             const char *key)
+struct upstream *
+upstream_open(struct server *srv, const char *host, uint16_t port, const char *key)
 {
 	struct upstream *up = calloc(1, sizeof(*up));
 
@@ -302,69 +476,35 @@ upstream_new(struct server *srv, struct client *c, const char *host, uint16_t po
 		return NULL;
 	kp_stats.upstreams_open++;
 	up->srv = srv;
-	up->owner = c;
-	up->fd = -1;
+	up->next = srv->upstreams;
+	if (srv->upstreams)
+		srv->upstreams->prev = up;
+	srv->upstreams = up;
 	up->port = port;
 	up->keep_alive_hint = -1;
-	snprintf(up->host, sizeof(up->host), "%s", host);
+	snprintf(up->host_name, sizeof(up->host_name), "%s", host);
 	snprintf(up->key, sizeof(up->key), "%s", key);
-	ev_io_init(&up->rio, read_cb, -1, EV_READ);
-	ev_io_init(&up->wio, write_cb, -1, EV_WRITE);
-	ev_init(&up->connect_timer, connect_timeout_cb);
+	conn_init(&up->conn, srv->loop, -1, &conn_tcp_ops, io_event);
+	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
+		up->attempts[i].fd = -1;
+	ev_init(&up->connect_timer, connect_timer_cb);
 	up->dns.done = resolved;
 	http_parser_init(&up->parser, HTTP_RESPONSE, srv->cfg->max_header_bytes,
 	                 srv->cfg->max_header_bytes);
-	set_state(up, UPSTREAM_RESOLVING);
+	up->state = UPSTREAM_RESOLVING;
 	return up;
 }
 
-/* The freshest pooled connection that still looks alive, or NULL. */
-static struct upstream *
-take_pooled(struct server *srv, const char *key)
+void
+upstream_connect(struct upstream *up)
 {
-	struct pool_entry *e;
-
-	while ((e = pool_take(srv->pool, key)) != NULL) {
-		struct upstream *up = container_of(e, struct upstream, idle);
-
-		kp_stats.pool_idle--;
-		set_state(up, UPSTREAM_BUSY);
-		if (net_idle_alive(up->fd))
-			return up;
-		log_debug("upstream %s fd %d: dead at reuse (peek)", up->key, up->fd);
-		kp_stats.upstream_stale++;
-		upstream_close(up);
-	}
-	return NULL;
-}
-
-struct upstream *
-upstream_acquire(struct server *srv, struct client *c, const char *host, uint16_t port,
-                 const char *key, bool allow_pooled)
-{
-	struct upstream *up;
 	int error = 0;
 
-	if (allow_pooled && (up = take_pooled(srv, key)) != NULL) {
-		upstream_watch(up, false, false);
-		up->owner = c;
-		up->reused = true;
-		up->keep_alive_hint = -1;
-		kp_stats.upstream_reuses++;
-		log_debug("upstream %s fd %d: reused (exchange %u)", up->key, up->fd,
-		          up->exchanges + 1);
-		client_upstream_ready(c, up);
-		return NULL;
-	}
-	up = upstream_new(srv, c, host, port, key);
-	if (!up) {
-		client_upstream_failed(c, 503, "out of memory");
-		return NULL;
-	}
-	switch (dns_lookup(host, &up->addrs, &error, &up->dns)) {
+	switch (dns_lookup(up->host_name, &up->addrs, &error, &up->dns)) {
 	case DNS_DONE:
+		upstream_order_addrs(&up->addrs);
 		up->next_addr = 0;
-		connect_next(up);
+		start_attempts(up);
 		break;
 	case DNS_FAILED:
 		resolved(&up->dns, NULL, error);
@@ -372,6 +512,4 @@ upstream_acquire(struct server *srv, struct client *c, const char *host, uint16_
 	case DNS_PENDING:
 		break;
 	}
-	/* Answered already (a synchronous failure)? Then there is nothing to wait for. */
-	return up->state == UPSTREAM_RESOLVING || up->state == UPSTREAM_CONNECTING ? up : NULL;
 }

@@ -21,6 +21,17 @@ struct kp_config {
 	unsigned max_idle_per_host;  /* idle upstreams kept per host:port */
 	unsigned max_idle_total;     /* idle upstreams kept in all */
 
+	/* Dispatch. */
+	unsigned max_conns_per_host; /* upstream connections per host:port; 0: no cap */
+	double queue_timeout;        /* a request waits this long for a connection, then 503 */
+	bool no_connect_race;        /* a request waits for its own connect only (comparisons) */
+
+	/* Upstream socket tuning (net_tune()). */
+	unsigned upstream_rcvbuf;    /* SO_RCVBUF; 0: leave to the kernel's autotuning */
+	unsigned upstream_sndbuf;    /* SO_SNDBUF; 0: likewise */
+	const char *congestion;      /* TCP_CONGESTION for upstream sockets; NULL: the host's */
+	unsigned tcp_keepalive;      /* idle seconds before keepalive probes; 0: none */
+
 	/* Timeouts, seconds. */
 	double connect_timeout;      /* TCP connect to the origin (per address) */
 	double response_timeout;     /* request sent, no response header yet: 504 */

@@ -11,17 +11,26 @@
 
 #include "kp/config.h"
 
-/* A non-blocking listening socket on a numeric address. */
-int net_listen(const char *addr, unsigned port, int backlog);
+enum net_role {
+	NET_LISTENER,   /* the proxy's listening socket */
+	NET_CLIENT,     /* an accepted client connection */
+	NET_UPSTREAM,   /* a connection to an origin, tuned before connect() */
+};
 
-/* Starts a non-blocking connect; the fd is returned while it is in progress. */
-int net_connect_start(const struct sockaddr *sa, socklen_t len);
+/*
+ * Applies every socket option the config asks for on a socket of that role:
+ * one place, one error exit. On failure *failed (if given) names the option.
+ */
+int net_tune(int fd, enum net_role role, const struct kp_config *cfg, const char **failed);
+
+/* A non-blocking listening socket on a numeric address. */
+int net_listen(const char *addr, unsigned port, int backlog, const struct kp_config *cfg);
+
+/* Starts a non-blocking, tuned connect; the fd is returned while it is in progress. */
+int net_connect_start(const struct sockaddr *sa, socklen_t len, const struct kp_config *cfg);
 /* 0 when an in-progress connect succeeded, else -1 with errno the reason. */
 int net_connect_finish(int fd);
 
-/* Applies every socket option the config asks for; one place, one error exit. */
-int net_tune_client(int fd, const struct kp_config *cfg);
-int net_tune_upstream(int fd, const struct kp_config *cfg);
 
 /*
  * Is an idle connection still usable? A non-blocking peek sees EOF, a reset

@@ -1,6 +1,6 @@
 /*
  * The daemon's shared state: the loop, the config, the listening socket, the
- * pool, the live clients, and the objects closed during this loop iteration
+ * pool and dispatch queues, the live clients and upstream connections, and the objects closed during this loop iteration
  * that are freed once every callback of the iteration has returned.
  */
 #ifndef KP_SERVER_H
@@ -9,6 +9,7 @@
 #include <ev.h>
 
 #include "kp/config.h"
+#include "kp/dispatch.h"
 
 struct client;
 struct upstream;
@@ -18,13 +19,16 @@ struct server {
 	struct ev_loop *loop;
 	const struct kp_config *cfg;
 	struct pool *pool;
+	struct dispatch dispatch;        /* which request gets which upstream connection */
 	int listen_fd;
 	ev_io accept_watcher;
 	ev_signal sigint_watcher, sigterm_watcher;
+	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_prepare reaper;               /* end of each iteration: free the dead */
 	struct client *clients;          /* live clients, for shutdown */
 	unsigned nclients;
 	unsigned max_clients;            /* cfg->max_clients, lowered to fit the fd limit */
+	struct upstream *upstreams;      /* live upstream connections, for shutdown */
 	struct client *dead_clients;
 	struct upstream *dead_upstreams;
 };

@@ -12,9 +12,18 @@ struct kp_stats {
 	uint64_t clients_active;       /* client connections open now */
 	uint64_t requests;             /* request heads parsed */
 	uint64_t responses_local;      /* responses the proxy generated (errors) */
-	uint64_t upstream_connects;    /* new upstream TCP connections attempted */
+	uint64_t upstream_connects;    /* TCP connects attempted (each Happy Eyeballs attempt) */
 	uint64_t upstream_connect_failures;
-	uint64_t upstream_reuses;      /* requests sent on a pooled connection */
+	uint64_t upstream_reuses;      /* requests sent on a connection used before */
+	uint64_t requests_on_reused;   /* ... that was idle, or freed up with no connect of theirs in flight */
+	uint64_t requests_on_freed;    /* ... that freed up while a connect for them was in flight */
+	uint64_t requests_on_new;      /* requests sent on a connection that had just connected */
+	uint64_t connects_started;     /* upstream connections opened (several attempts may make one) */
+	uint64_t connects_won;         /* ... that went to a waiting request */
+	uint64_t connects_unused;      /* ... that completed with nobody waiting: into the pool */
+	uint64_t queue_waits;          /* requests that waited for a connection */
+	double queue_wait_seconds;     /* ... and the time they waited, in all */
+	uint64_t queue_timeouts;       /* 503s: no connection within --queue-timeout */
 	uint64_t upstream_retries;     /* requests replayed after a stale connection */
 	uint64_t upstream_stale;       /* pooled connections found dead (peek or EOF) */
 	uint64_t upstreams_open;       /* upstream connections now, busy or idle */

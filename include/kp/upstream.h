@@ -1,80 +1,113 @@
 /*
- * Connections to origins: resolving, connecting (each address in turn),
- * carrying one exchange at a time for a client, and waiting idle in the pool.
+ * One connection to an origin through its life: resolving the name,
+ * connecting per Happy Eyeballs (RFC 8305), carrying exchanges one at a
+ * time, and waiting idle in the pool watched for the origin's close.
  *
- * A client gets a connection only through upstream_acquire(), and a
- * connection that finishes an exchange goes back only through
- * upstream_release(): later a per-host request queue hooks into exactly those
- * two points.
+ * Which request a connection serves is dispatch.c's business; this module
+ * reports upward only through dispatch_connection_free(),
+ * dispatch_connect_failed() and dispatch_connection_gone(), and to the
+ * exchange holding it only through that exchange's waiter.
  */
 #ifndef KP_UPSTREAM_H
 #define KP_UPSTREAM_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <ev.h>
 
 #include "kp/buf.h"
+#include "kp/conn.h"
 #include "kp/dns.h"
 #include "kp/http.h"
 #include "kp/pool.h"
 
-struct client;
 struct server;
+struct upstream_waiter;
+struct dispatch_host;
 
 enum upstream_state {
 	UPSTREAM_RESOLVING,   /* waiting for the resolver thread */
-	UPSTREAM_CONNECTING,  /* TCP handshake with addrs.addr[next_addr - 1] */
-	UPSTREAM_BUSY,        /* carrying its owner's exchange */
+	UPSTREAM_CONNECTING,  /* one or more connect attempts in flight */
+	UPSTREAM_BUSY,        /* carrying the exchange of `user` */
 	UPSTREAM_IDLE,        /* in the pool, watched for EOF */
 	UPSTREAM_CLOSED,      /* fd closed; freed at the end of the loop iteration */
 };
 
+/*
+ * A TCP handshake with one address. Several run at once when the earlier
+ * ones are slow: RFC 8305 starts the next address every 250 ms.
+ */
+struct connect_attempt {
+	int fd;                      /* -1: slot free */
+	ev_io wio;                   /* writable: the handshake ended, either way */
+	ev_tstamp deadline;          /* --connect-timeout after it started */
+	unsigned addr;               /* index into addrs */
+	struct upstream *up;
+};
+
+/* Attempts in flight at once; more addresses wait for a slot. */
+#define UPSTREAM_MAX_ATTEMPTS 4
+
 struct upstream {
 	enum upstream_state state;
-	int fd;
-	ev_io rio;                   /* readable: response bytes, or EOF while idle */
-	ev_io wio;                   /* writable: request bytes, or connect done */
-	ev_timer connect_timer;      /* per address */
+	struct conn conn;            /* the socket, once an attempt won */
+	struct connect_attempt attempts[UPSTREAM_MAX_ATTEMPTS];
+	unsigned attempts_open;      /* in flight */
+	ev_timer connect_timer;      /* next stagger or the earliest attempt deadline */
+	ev_tstamp next_attempt_at;   /* when the next address may start */
 	struct pool_entry idle;      /* pool membership and idle expiry */
 	struct dns_waiter dns;
-	struct dns_addrs addrs;
+	struct dns_addrs addrs;      /* in Happy Eyeballs order: families alternate, IPv6 first */
 	unsigned next_addr;          /* index of the address to try next */
-	int last_error;              /* errno of the last failed connect, for the 502 text */
+	int last_error;              /* errno of the last failed attempt, for the 502 text */
 	struct server *srv;
-	struct client *owner;        /* while RESOLVING, CONNECTING or BUSY */
+	struct upstream_waiter *user;     /* BUSY: the exchange using it */
+	struct upstream_waiter *trigger;  /* RESOLVING/CONNECTING: whose arrival started it */
+	struct dispatch_host *host;  /* counted against this host's cap; NULL: not counted */
+	bool bound;                  /* the connect belongs to trigger alone (fresh, tunnel) */
 	struct buf *in;              /* response bytes not yet forwarded; NULL when idle */
 	struct http_parser parser;   /* response heads */
 	struct http_head head;
-	bool reused;                 /* the current exchange took it from the pool */
+	bool reused;                 /* the current exchange is not its first */
 	double keep_alive_hint;      /* origin's Keep-Alive timeout, < 0 if none */
 	unsigned exchanges;          /* completed on this connection */
 	uint16_t port;
-	char host[256];
-	char key[272];               /* pool key: host:port */
+	char host_name[256];
+	char key[272];               /* pool and dispatch key: host:port */
+	struct upstream *prev, *next;   /* the server's live list, for shutdown */
 	struct upstream *dead_next;  /* server's list of connections to free */
 };
 
+/* A connection to host:port, not started yet; NULL when memory is exhausted. */
+struct upstream *upstream_open(struct server *srv, const char *host, uint16_t port,
+                               const char *key);
 /*
- * The one way a client gets a connection for key: the freshest live idle one
- * (when allow_pooled), else a new one. The answer comes through
- * client_upstream_ready() or client_upstream_failed(), possibly before this
- * returns; in that case the result is NULL. Otherwise it is the connection
- * still on its way, which the client closes if it gives up waiting.
+ * Resolves and connects. The outcome goes to dispatch, possibly before this
+ * returns (a cached name that cannot be reached), so the caller sets up its
+ * bookkeeping first.
  */
-struct upstream *upstream_acquire(struct server *srv, struct client *c, const char *host, uint16_t port,
-                      const char *key, bool allow_pooled);
+void upstream_connect(struct upstream *up);
+
+/* The freshest pooled connection for key that still looks alive, now BUSY; or NULL. */
+struct upstream *upstream_take_pooled(struct server *srv, const char *key);
+
+/* Makes up the busy connection of w, with fresh facts; no watcher yet. */
+void upstream_hand_to(struct upstream *up, struct upstream_waiter *w);
 
 /*
- * The exchange on up is over. A reusable connection becomes free (today: it
- * goes to the pool); any other is closed.
+ * The exchange on up is over. A reusable connection goes to dispatch as
+ * free (the next waiter, else the pool); any other is closed.
  */
 void upstream_release(struct upstream *up, bool reusable);
 
-/* Closes up whatever its state (the client went away, or it failed). */
+/* Puts a free connection in the idle pool; closes it if the pool will not keep it. */
+void upstream_park(struct upstream *up);
+
+/* Closes up whatever its state. */
 void upstream_close(struct upstream *up);
 
-/* Which readiness the owner's exchange needs now. */
+/* Which readiness the user's exchange needs now. */
 void upstream_watch(struct upstream *up, bool readable, bool writable);
 
 /* Frees connections closed during this loop iteration. */
@@ -82,5 +115,11 @@ void upstream_reap(struct server *srv);
 
 /* The pool's on_drop: close what it let go of. */
 void upstream_pool_dropped(struct pool_entry *e, enum pool_drop_reason why);
+
+/*
+ * Reorders addresses for Happy Eyeballs (RFC 8305 4): IPv6 first, then the
+ * families alternate, each family keeping the resolver's order.
+ */
+void upstream_order_addrs(struct dns_addrs *a);
 
 #endif

@@ -1,0 +1,93 @@
+/*
+ * One end of a relayed byte stream, client side or origin side alike: the
+ * socket, its two watchers, the operations that move bytes through it, and
+ * the facts learnt about it while doing so.
+ *
+ * The exchange (exchange.h) and the tunnel code only ever talk to ends. A
+ * plain TCP end reads and writes its socket and may be spliced; a later TLS
+ * end supplies its own operations and says it cannot be spliced, and
+ * nothing above it changes. A read-ahead fetch can land in a memory end the
+ * same way.
+ *
+ * The facts (EOF, reset, readable, write failed) belong to the end, not to
+ * whatever is relaying through it, so a request retried on a fresh
+ * connection starts from that connection's facts, not the dead one's.
+ */
+#ifndef KP_CONN_H
+#define KP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <ev.h>
+
+#include "kp/buf.h"
+#include "kp/splice.h"
+
+struct conn;
+
+/* What the owner is told when the socket is ready; revents is EV_READ/EV_WRITE. */
+typedef void (*conn_io_fn)(struct conn *c, int revents);
+
+struct conn_ops {
+	/* Like recv(2): > 0 bytes, 0 end of stream, -1 with errno. */
+	ssize_t (*recv)(struct conn *c, void *p, size_t len);
+	/* Like sendmsg(2) without SIGPIPE: bytes taken, -1 with errno. */
+	ssize_t (*sendv)(struct conn *c, const struct iovec *iov, int iovcnt);
+	/* Ends the sending direction after what was sent (a FIN for TCP). */
+	int (*shutdown_write)(struct conn *c);
+	/* Bytes come straight from the socket, so splice(2) may move them. */
+	bool can_splice;
+};
+
+/* Plain TCP. */
+extern const struct conn_ops conn_tcp_ops;
+
+struct conn {
+	int fd;                      /* -1 when closed */
+	ev_io rio, wio;              /* both call on_io; neither runs unless asked for */
+	struct ev_loop *loop;
+	const struct conn_ops *ops;
+	conn_io_fn on_io;
+	bool eof;                    /* the peer ended its sending direction */
+	bool reset;                  /* ... and it was an error, not a clean FIN */
+	bool readable;               /* readiness seen and not yet read to EAGAIN */
+	bool write_failed;           /* a send failed; only reading may go on */
+};
+
+/* Sets c up around fd (which may be -1 for now); no watcher runs yet. */
+void conn_init(struct conn *c, struct ev_loop *loop, int fd, const struct conn_ops *ops,
+               conn_io_fn on_io);
+/* Points c at another fd (a connect attempt that won), with fresh facts. */
+void conn_set_fd(struct conn *c, int fd);
+/* Forgets what was learnt: a connection handed to a new exchange. */
+void conn_clear_facts(struct conn *c);
+/* Which readiness the owner waits for now; watchers follow. */
+void conn_watch(struct conn *c, bool readable, bool writable);
+/* Stops both watchers and closes the socket, once. */
+void conn_close(struct conn *c);
+
+/*
+ * Reads into b, making room by compacting first. MOVE_OK with *got > 0,
+ * MOVE_AGAIN (and readable cleared), MOVE_FULL, MOVE_EOF or MOVE_ERROR (the
+ * facts say which).
+ */
+enum move_status conn_fill(struct conn *c, struct buf *b, size_t *got);
+
+/*
+ * Sends a, then b behind it, in one call: a small response leaves in one
+ * segment instead of two. Either part may be empty. Returns bytes sent, 0
+ * when the socket takes nothing now, -1 on error (errno set).
+ */
+ssize_t conn_send_two(struct conn *c, const char *a, size_t alen, const char *b, size_t blen);
+
+/* Can bytes move between these two ends by splice(2)? */
+static inline bool
+conn_pair_splices(const struct conn *from, const struct conn *to)
+{
+	return from->ops->can_splice && to->ops->can_splice;
+}
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * One request and its response, relayed between two connection ends: the
+ * downstream end that asked (a client today; a read-ahead fetch landing in
+ * memory later) and an upstream connection that dispatch hands over. It
+ * owns the decisions in between: body framing both ways, the splice or copy
+ * choice, the stale-connection retry, whether the upstream may be reused,
+ * and the switch to a raw tunnel for CONNECT and protocol upgrades.
+ *
+ * It knows its owner only through exchange_ops, and the upstream only
+ * through struct upstream and its own embedded waiter, so neither side
+ * calls the other by name.
+ */
+#ifndef KP_EXCHANGE_H
+#define KP_EXCHANGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "kp/buf.h"
+#include "kp/conn.h"
+#include "kp/dispatch.h"
+#include "kp/framing.h"
+#include "kp/http.h"
+#include "kp/splice.h"
+#include "kp/tunnel.h"
+
+struct server;
+struct upstream;
+struct exchange;
+
+enum request_phase {
+	REQ_SENDING,   /* head and/or body still going upstream */
+	REQ_DONE,      /* the whole request was written */
+};
+
+enum response_phase {
+	RESP_HEAD,     /* waiting for the final response head */
+	RESP_BODY,     /* forwarding the body */
+	RESP_DONE,     /* the whole response reached the downstream end */
+};
+
+/* What the exchange tells its owner. Each is the last thing a pump does. */
+struct exchange_ops {
+	/* Bytes moved; new_wait: the kind of wait changed, so count its timeout from now. */
+	void (*progress)(struct exchange *ex, bool new_wait);
+	/* Answer with a response of the proxy's own instead (nothing of one was sent yet). */
+	void (*reply)(struct exchange *ex, int status, const char *why, bool keep_alive);
+	/* Nothing honest is left to say: close the downstream end. */
+	void (*abort)(struct exchange *ex, const char *why);
+	/* The response is complete and the upstream released; see client_keep_alive. */
+	void (*finished)(struct exchange *ex);
+	/* From now on bytes pass raw both ways (CONNECT, or a 101). */
+	void (*tunnel_opened)(struct exchange *ex);
+	/* Nothing can move until an event: arm the watchers (exchange_watch() says which). */
+	void (*wait)(struct exchange *ex);
+};
+
+struct exchange {
+	const struct exchange_ops *ops;
+	struct server *srv;
+	struct conn *down;            /* the end that asked */
+	struct buf **down_in;         /* its bytes: request body, then pipelined requests */
+	struct buf **down_out;        /* heads to send it before any payload */
+	struct upstream_waiter waiter;   /* how dispatch answers */
+	struct upstream *up;          /* carrying this exchange, once ready */
+	enum request_phase req;
+	enum response_phase resp;
+	struct http_target target;
+	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
+	size_t req_head_sent;
+	struct framer req_body;
+	size_t req_pending;           /* framed body bytes at the front of *down_in */
+	uint64_t req_body_sent;
+	struct framer resp_body;
+	size_t resp_pending;          /* framed bytes at the front of the upstream's buffer */
+	struct mover resp_mover;      /* response payload spliced past user space */
+	bool copy_body;               /* no splice for this response (flag, EINVAL, or an end) */
+	uint64_t resp_received;       /* bytes read from the upstream for this exchange */
+	uint64_t resp_sent;
+	bool dechunk;                 /* HTTP/1.0 client: send payload only, then close */
+	bool upstream_reusable;       /* framing and the origin allow pooling afterwards */
+	bool client_keep_alive;       /* the client may send another request afterwards */
+	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
+	bool upgrade;                 /* asked the origin to switch protocols */
+	bool tunneling;               /* the tunnel is open */
+	struct tunnel tunnel;
+	uint8_t method;
+	uint8_t client_minor;
+	unsigned retries;
+	uint16_t status;
+	ev_tstamp started;
+};
+
+/* Once per downstream end; the exchange borrows the end and its two buffers. */
+void exchange_init(struct exchange *ex, struct server *srv, struct conn *down, struct buf **in,
+                   struct buf **out, const struct exchange_ops *ops);
+/* Ready for the next request: gives back everything but the borrowed parts. */
+void exchange_reset(struct exchange *ex);
+/* Lets go of the upstream (closed: it is mid-exchange) and whatever is held. */
+void exchange_release(struct exchange *ex);
+
+/*
+ * Notes what the parsed head says about the request (method, version,
+ * keep-alive, body framing), before it is checked or forwarded.
+ */
+void exchange_open(struct exchange *ex, const struct http_head *h);
+
+/*
+ * Forwards the checked request whose head starts *down_in: a CONNECT asks
+ * for a tunnel, anything else has its head rewritten and asks dispatch for a
+ * connection. Returns 0, or the status of a local answer (with *why) when
+ * the head cannot be forwarded; it is then left in *down_in.
+ */
+int exchange_forward(struct exchange *ex, const struct http_head *h, const char **why);
+
+/* Is the exchange waiting for a connection (as opposed to relaying)? */
+static inline bool
+exchange_waiting(const struct exchange *ex)
+{
+	return dispatch_waiting(&ex->waiter);
+}
+
+/* The owner's deadline for waiting ran out: 503 if still queued, else 504. */
+void exchange_wait_timed_out(struct exchange *ex);
+
+/* The downstream end is readable or writable, or its buffer got bytes: move what can move. */
+void exchange_run(struct exchange *ex);
+
+/* Which readiness the exchange wants from the downstream end now; arms the upstream's. */
+void exchange_watch(struct exchange *ex, bool *down_read, bool *down_write);
+
+/* A response head is waited for (as opposed to bytes flowing). */
+static inline bool
+exchange_awaits_response(const struct exchange *ex)
+{
+	return ex->req == REQ_DONE && ex->resp == RESP_HEAD;
+}
+
+#endif

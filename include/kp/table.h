@@ -1,0 +1,38 @@
+/*
+ * A hash table of records keyed by "host:port" strings, intrusive: the
+ * record embeds a table_node followed by nothing the table knows about, and
+ * the owner recovers it with container_of. The idle pool and the dispatch
+ * queues each keep one; both look a key up once per request.
+ */
+#ifndef KP_TABLE_H
+#define KP_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct table_node {
+	struct table_node *chain;   /* next in the bucket */
+	uint32_t hash;
+	const char *key;            /* owned by the record, lives as long as it */
+};
+
+struct table {
+	struct table_node **buckets;
+	size_t nbuckets;            /* a power of two */
+	size_t count;
+};
+
+/* 0, or -1 when memory is exhausted. */
+int table_init(struct table *t);
+/* Frees the buckets only: the records are the owner's. */
+void table_free(struct table *t);
+
+struct table_node *table_find(const struct table *t, const char *key);
+/* Adds n (key already set, not present yet). Grows when it can; never fails. */
+void table_add(struct table *t, struct table_node *n);
+void table_remove(struct table *t, struct table_node *n);
+
+/* Calls fn on every node; fn may remove (and free) the node it is given. */
+void table_each(struct table *t, void (*fn)(struct table_node *n, void *arg), void *arg);
+
+#endif

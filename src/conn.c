@@ -1,0 +1,137 @@
+#include "kp/conn.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "kp/evglue.h"
+#include "kp/net.h"
+
+static ssize_t
+tcp_recv(struct conn *c, void *p, size_t len)
+{
+	return recv(c->fd, p, len, 0);
+}
+
+static ssize_t
+tcp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+	struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+
+	return sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+}
+
+static int
+tcp_shutdown_write(struct conn *c)
+{
+	return shutdown(c->fd, SHUT_WR);
+}
+
+const struct conn_ops conn_tcp_ops = {
+	.recv = tcp_recv,
+	.sendv = tcp_sendv,
+	.shutdown_write = tcp_shutdown_write,
+	.can_splice = true,
+};
+
+static void
+read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = container_of(w, struct conn, rio);
+
+	(void)loop;
+	c->readable = true;
+	c->on_io(c, revents);
+}
+
+static void
+write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = container_of(w, struct conn, wio);
+
+	(void)loop;
+	c->on_io(c, revents);
+}
+
+void
+conn_clear_facts(struct conn *c)
+{
+	c->eof = c->reset = c->readable = c->write_failed = false;
+}
+
+void
+conn_init(struct conn *c, struct ev_loop *loop, int fd, const struct conn_ops *ops,
+          conn_io_fn on_io)
+{
+	c->loop = loop;
+	c->ops = ops;
+	c->on_io = on_io;
+	c->fd = -1;
+	ev_io_init(&c->rio, read_cb, -1, EV_READ);
+	ev_io_init(&c->wio, write_cb, -1, EV_WRITE);
+	conn_set_fd(c, fd);
+}
+
+void
+conn_set_fd(struct conn *c, int fd)
+{
+	conn_watch(c, false, false);
+	c->fd = fd;
+	ev_io_set(&c->rio, fd, EV_READ);
+	ev_io_set(&c->wio, fd, EV_WRITE);
+	conn_clear_facts(c);
+}
+
+void
+conn_watch(struct conn *c, bool readable, bool writable)
+{
+	io_watch(c->loop, &c->rio, &c->wio, readable, writable);
+}
+
+void
+conn_close(struct conn *c)
+{
+	conn_watch(c, false, false);
+	net_close(&c->fd);
+}
+
+enum move_status
+conn_fill(struct conn *c, struct buf *b, size_t *got)
+{
+	ssize_t n;
+
+	if (c->eof)
+		return MOVE_EOF;
+	if (buf_room(b) == 0)
+		buf_compact(b);
+	if (buf_room(b) == 0)
+		return MOVE_FULL;
+	n = c->ops->recv(c, buf_tail(b), buf_room(b));
+	if (n > 0) {
+		b->end += (size_t)n;
+		*got = (size_t)n;
+		return MOVE_OK;
+	}
+	if (n == 0) {
+		c->eof = true;
+		return MOVE_EOF;
+	}
+	if (net_would_block()) {
+		c->readable = false;
+		return MOVE_AGAIN;
+	}
+	c->eof = c->reset = true;
+	return MOVE_ERROR;
+}
+
+ssize_t
+conn_send_two(struct conn *c, const char *a, size_t alen, const char *b, size_t blen)
+{
+	struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
+	ssize_t w = c->ops->sendv(c, alen ? iov : iov + 1, (alen ? 1 : 0) + (blen ? 1 : 0));
+
+	if (w >= 0)
+		return w;
+	if (net_would_block())
+		return 0;
+	return -1;
+}

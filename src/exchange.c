@@ -1,0 +1,838 @@
+#include "kp/exchange.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kp/evglue.h"
+#include "kp/log.h"
+#include "kp/retry.h"
+#include "kp/server.h"
+#include "kp/stats.h"
+#include "kp/upstream.h"
+
+/* Bytes one response may read per call before yielding to other connections. */
+#define RESPONSE_BUDGET (1u << 20)
+
+static void ready(struct upstream_waiter *w, struct upstream *up);
+static void failed(struct upstream_waiter *w, int status, const char *why);
+static void upstream_event(struct upstream_waiter *w, int revents);
+
+static bool
+has_room(const struct buf *b)
+{
+	return !b || buf_len(b) < buf_capacity();
+}
+
+static void
+progress(struct exchange *ex)
+{
+	ex->ops->progress(ex, false);
+}
+
+/* ---- life ----------------------------------------------------------------- */
+
+void
+exchange_init(struct exchange *ex, struct server *srv, struct conn *down, struct buf **in,
+              struct buf **out, const struct exchange_ops *ops)
+{
+	memset(ex, 0, sizeof(*ex));
+	ex->srv = srv;
+	ex->down = down;
+	ex->down_in = in;
+	ex->down_out = out;
+	ex->ops = ops;
+	exchange_reset(ex);
+}
+
+void
+exchange_release(struct exchange *ex)
+{
+	dispatch_cancel(&ex->waiter);
+	if (ex->up) {
+		upstream_close(ex->up);
+		ex->up = NULL;
+	}
+	buf_put(ex->req_head);
+	ex->req_head = NULL;
+	mover_release(&ex->resp_mover);
+	tunnel_release(&ex->tunnel);
+}
+
+void
+exchange_reset(struct exchange *ex)
+{
+	struct server *srv = ex->srv;
+	struct conn *down = ex->down;
+	struct buf **in = ex->down_in, **out = ex->down_out;
+	const struct exchange_ops *ops = ex->ops;
+	bool no_splice = srv->cfg->no_splice;
+
+	exchange_release(ex);
+	memset(ex, 0, sizeof(*ex));
+	ex->srv = srv;
+	ex->down = down;
+	ex->down_in = in;
+	ex->down_out = out;
+	ex->ops = ops;
+	ex->waiter.ready = ready;
+	ex->waiter.failed = failed;
+	ex->waiter.event = upstream_event;
+	mover_init(&ex->resp_mover, no_splice);
+	tunnel_init(&ex->tunnel, no_splice);
+	ex->copy_body = no_splice;
+	framer_init(&ex->req_body, BODY_NONE, 0);
+	framer_init(&ex->resp_body, BODY_NONE, 0);
+}
+
+void
+exchange_open(struct exchange *ex, const struct http_head *h)
+{
+	ex->started = ev_now(ex->srv->loop);
+	ex->method = h->method;
+	ex->client_minor = h->minor;
+	ex->client_keep_alive = http_head_keeps_alive(h) && !ex->down->eof;
+	ex->req = REQ_SENDING;
+	ex->resp = RESP_HEAD;
+	ex->connect = h->method == HTTP_CONNECT;
+	framer_init(&ex->req_body, ex->connect ? BODY_NONE : http_request_body_kind(h),
+	            h->content_length);
+}
+
+int
+exchange_forward(struct exchange *ex, const struct http_head *h, const char **why)
+{
+	struct buf *in = *ex->down_in;
+	ssize_t n;
+
+	if (ex->connect) {
+		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
+		buf_consume(in, h->head_len);
+		dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
+		                 ex->target.key, DISPATCH_TUNNEL);
+		return 0;
+	}
+	ex->upgrade = http_wants_upgrade(h);
+	if (!(ex->req_head = buf_get())) {
+		*why = "out of memory";
+		return 503;
+	}
+	n = http_write_request_head(buf_tail(ex->req_head), buf_room(ex->req_head), h,
+	                            buf_head(in), &ex->target, ex->upgrade);
+	if (n < 0) {
+		*why = "request head too large to forward";
+		return 431;
+	}
+	ex->req_head->end = (size_t)n;
+	buf_consume(in, h->head_len);
+	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
+	                 ex->target.key, DISPATCH_ANY);
+	return 0;
+}
+
+void
+exchange_wait_timed_out(struct exchange *ex)
+{
+	char why[96];
+
+	if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
+		kp_stats.queue_timeouts++;
+		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
+		         ex->srv->cfg->queue_timeout);
+		ex->ops->reply(ex, 503, why, false);
+		return;
+	}
+	ex->ops->reply(ex, 504, "the origin could not be reached in time", false);
+}
+
+/* ---- watchers ------------------------------------------------------------- */
+
+/*
+ * Response payload goes past user space when nothing read into the buffer is
+ * still waiting (relayd's rule: splice only from a clean state) and the
+ * framer says payload comes next; the splice is bounded by what is left.
+ */
+static bool
+response_splices(const struct exchange *ex)
+{
+	return !ex->copy_body && ex->resp == RESP_BODY && ex->resp_pending == 0 &&
+	       (!ex->up->in || buf_len(ex->up->in) == 0) &&
+	       (ex->resp_body.left > 0 || ex->resp_body.left == FRAME_UNTIL_CLOSE);
+}
+
+/* Is there somewhere to put more response bytes from the origin? */
+static bool
+response_can_pull(const struct exchange *ex)
+{
+	if (ex->resp == RESP_DONE || ex->up->conn.eof)
+		return false;
+	if (response_splices(ex))
+		return mover_has_room(&ex->resp_mover);
+	return has_room(ex->up->in);
+}
+
+/*
+ * Which readiness to wait for follows from the state and the buffers alone,
+ * so every event handler ends here instead of toggling watchers ad hoc.
+ * A full buffer stops reading its source: that is the back-pressure.
+ */
+void
+exchange_watch(struct exchange *ex, bool *down_read, bool *down_write)
+{
+	struct buf *out = *ex->down_out;
+	struct upstream *up = ex->up;
+
+	if (!up) {
+		*down_read = has_room(*ex->down_in);
+		*down_write = false;
+		return;
+	}
+	if (ex->tunneling) {
+		struct tunnel_interest w = tunnel_wants(&ex->tunnel);
+
+		*down_read = w.client_read;
+		*down_write = w.client_write;
+		upstream_watch(up, w.origin_read, w.origin_write);
+		return;
+	}
+	*down_read = has_room(*ex->down_in);
+	*down_write = (out && buf_len(out)) || ex->resp_pending || mover_held(&ex->resp_mover);
+	upstream_watch(up, response_can_pull(ex),
+	               ex->req == REQ_SENDING && !up->conn.write_failed &&
+	                       (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
+}
+
+/* ---- tunnels -------------------------------------------------------------- */
+
+static void
+tunnel_run(struct exchange *ex)
+{
+	uint64_t moved;
+
+	switch (tunnel_pump(&ex->tunnel, ex->down->fd, ex->up->conn.fd, &moved)) {
+	case TUNNEL_FAILED:
+		ex->ops->abort(ex, "tunnel closed by an error");
+		return;
+	case TUNNEL_FINISHED:
+		log_debug("client fd %d: tunnel to %s done, %" PRIu64 " bytes up, %" PRIu64
+		          " bytes down", ex->down->fd, ex->target.key, ex->tunnel.to_origin.bytes,
+		          ex->tunnel.to_client.bytes);
+		ex->ops->abort(ex, NULL);
+		return;
+	case TUNNEL_OPEN:
+		break;
+	}
+	if (moved)
+		progress(ex);
+	ex->ops->wait(ex);
+}
+
+/*
+ * From here on bytes pass untouched both ways. Whatever either side sent
+ * before the switch (the 200 or 101 head, early data read along with a head)
+ * goes out first. The tunnel relays file descriptors, so both ends must be
+ * plain sockets; a TLS end will need its own relay.
+ */
+static void
+begin_tunnel(struct exchange *ex)
+{
+	struct upstream *up = ex->up;
+	struct tunnel *t = &ex->tunnel;
+	bool fits;
+
+	kp_stats.tunnels++;
+	buf_put(ex->req_head);
+	ex->req_head = NULL;
+	mover_release(&ex->resp_mover);
+	fits = mover_preload(&t->to_client.mover, *ex->down_out);
+	fits = mover_preload(&t->to_client.mover, up->in) && fits;
+	fits = mover_preload(&t->to_origin.mover, *ex->down_in) && fits;
+	*ex->down_out = *ex->down_in = up->in = NULL;
+	if (!fits) {
+		ex->ops->abort(ex, "too many bytes before the protocol switch");
+		return;
+	}
+	if (ex->down->eof)
+		t->to_origin.state = TUNNEL_DRAINING;
+	if (up->conn.eof)
+		t->to_client.state = TUNNEL_DRAINING;
+	/* A tunnel is never pooled: it stops counting against the host's cap. */
+	dispatch_connection_gone(up);
+	log_debug("client fd %d: tunnel to %s open", ex->down->fd, ex->target.key);
+	ex->tunneling = true;
+	ex->ops->tunnel_opened(ex);
+	tunnel_run(ex);
+}
+
+/* ---- answers from dispatch ------------------------------------------------ */
+
+static void
+ready(struct upstream_waiter *w, struct upstream *up)
+{
+	struct exchange *ex = container_of(w, struct exchange, waiter);
+
+	ex->up = up;
+	ex->resp_received = 0;
+	/* Splice needs both ends to be plain sockets. */
+	if (!conn_pair_splices(&up->conn, ex->down))
+		ex->copy_body = true;
+	if (ex->connect) {
+		static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+		struct buf **out = ex->down_out;
+
+		if (!*out && !(*out = buf_get())) {
+			ex->ops->abort(ex, "out of memory");
+			return;
+		}
+		memcpy(buf_tail(*out), established, sizeof(established) - 1);
+		(*out)->end += sizeof(established) - 1;
+		begin_tunnel(ex);
+		return;
+	}
+	ex->ops->progress(ex, true);
+	exchange_run(ex);
+}
+
+static void
+failed(struct upstream_waiter *w, int status, const char *why)
+{
+	struct exchange *ex = container_of(w, struct exchange, waiter);
+
+	ex->ops->reply(ex, status, why, true);
+}
+
+static void
+upstream_event(struct upstream_waiter *w, int revents)
+{
+	struct exchange *ex = container_of(w, struct exchange, waiter);
+
+	(void)revents;
+	if (ex->tunneling)
+		tunnel_run(ex);
+	else
+		exchange_run(ex);
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+/* A connection that died before answering: replay on a fresh one, or 502. */
+static void
+upstream_lost(struct exchange *ex, const char *why)
+{
+	struct upstream *dead = ex->up;
+	struct retry_facts facts = {
+		.reused_connection = dead->reused,
+		.response_started = ex->resp_received > 0,
+		.idempotent = http_method_is_idempotent(ex->method),
+		.request_complete = ex->req == REQ_DONE,
+		.body_bytes_sent = ex->req_body_sent,
+		.retries = ex->retries,
+	};
+
+	if (!retry_allowed(&facts)) {
+		ex->ops->reply(ex, 502, why, true);
+		return;
+	}
+	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", ex->down->fd,
+	          ex->target.key, why);
+	kp_stats.upstream_retries++;
+	ex->up = NULL;
+	ex->retries++;
+	ex->req = REQ_SENDING;
+	ex->req_head_sent = 0;
+	ex->ops->progress(ex, true);
+	/* The new connect takes the dead one's place under the host's cap before it goes. */
+	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
+	                 ex->target.key, DISPATCH_FRESH);
+	upstream_close(dead);
+}
+
+/* Frames what the client has sent so far into req_pending. -1: the exchange ended. */
+static int
+frame_request(struct exchange *ex)
+{
+	struct buf *in = *ex->down_in;
+	size_t avail = in ? buf_len(in) : 0;
+	enum span_kind kind;
+	ssize_t n;
+
+	while (ex->req_pending < avail && !framer_done(&ex->req_body)) {
+		n = framer_next(&ex->req_body, buf_head(in) + ex->req_pending,
+		                avail - ex->req_pending, &kind);
+		if (n < 0) {
+			ex->ops->reply(ex, 400, "malformed chunked request body", false);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		ex->req_pending += (size_t)n;
+	}
+	return 0;
+}
+
+/* Moves request bytes from the client to the upstream. -1: the exchange ended. */
+static int
+pump_request(struct exchange *ex)
+{
+	struct conn *upc = &ex->up->conn;
+	ssize_t n;
+
+	while (ex->req == REQ_SENDING && !upc->write_failed) {
+		size_t head_left = buf_len(ex->req_head) - ex->req_head_sent;
+		struct buf *in;
+
+		if (!ex->req_pending && frame_request(ex) < 0)
+			return -1;
+		in = *ex->down_in;
+		if (head_left || ex->req_pending) {
+			n = conn_send_two(upc, buf_head(ex->req_head) + ex->req_head_sent, head_left,
+			                  ex->req_pending ? buf_head(in) : NULL, ex->req_pending);
+			if (n < 0) {
+				/* The origin may have answered and closed; the response side decides. */
+				log_debug("client fd %d: %s: sending request: %s", ex->down->fd,
+				          ex->target.key, strerror(errno));
+				upc->write_failed = true;
+				return 0;
+			}
+			if (n == 0)
+				return 0;
+			kp_stats.bytes_to_upstreams += (uint64_t)n;
+			progress(ex);
+			if ((size_t)n <= head_left) {
+				ex->req_head_sent += (size_t)n;
+				continue;
+			}
+			ex->req_head_sent += head_left;
+			n -= (ssize_t)head_left;
+			buf_consume(in, (size_t)n);
+			ex->req_pending -= (size_t)n;
+			ex->req_body_sent += (uint64_t)n;
+			continue;
+		}
+		if (framer_done(&ex->req_body)) {
+			ex->req = REQ_DONE;
+			ex->ops->progress(ex, true);
+			break;
+		}
+		if (ex->down->eof) {
+			ex->ops->abort(ex, "client closed before its request body ended");
+			return -1;
+		}
+		return 0;   /* wait for more from the client */
+	}
+	return 0;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+/* Writes the response head for the client into *down_out; -1 if it does not fit. */
+static int
+write_head_out(struct exchange *ex, const struct response_plan *plan)
+{
+	struct buf *out = *ex->down_out;
+	struct upstream *up = ex->up;
+	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &up->head,
+	                                     buf_head(up->in), plan);
+
+	if (n < 0)
+		return -1;
+	out->end += (size_t)n;
+	return 0;
+}
+
+/* A 1xx: passed on to HTTP/1.1 clients (1.0 ones do not know them, RFC 9110 15.2). */
+static int
+interim_head(struct exchange *ex, struct response_plan *plan)
+{
+	struct upstream *up = ex->up;
+
+	if (ex->client_minor >= 1) {
+		plan->client_keep_alive = true;
+		if (write_head_out(ex, plan) < 0) {
+			ex->ops->reply(ex, 502, "interim response head too large", false);
+			return -1;
+		}
+	}
+	buf_consume(up->in, up->head.head_len);
+	http_parser_start(&up->parser, &up->head);
+	return 1;
+}
+
+static int
+switching_head(struct exchange *ex, struct response_plan *plan)
+{
+	struct upstream *up = ex->up;
+
+	if (!ex->upgrade || ex->req != REQ_DONE) {
+		ex->ops->reply(ex, 502, "the origin switched protocols unasked", false);
+		return -1;
+	}
+	plan->upgrade = true;
+	plan->client_keep_alive = false;
+	if (write_head_out(ex, plan) < 0) {
+		ex->ops->reply(ex, 502, "101 response head too large", false);
+		return -1;
+	}
+	ex->status = 101;
+	buf_consume(up->in, up->head.head_len);
+	begin_tunnel(ex);
+	return -1;   /* no longer an exchange */
+}
+
+static int
+response_head(struct exchange *ex)
+{
+	struct upstream *up = ex->up;
+	const struct http_head *h = &up->head;
+	struct response_plan plan = {.client_minor = ex->client_minor};
+	struct buf **out = ex->down_out;
+	enum body_kind kind;
+
+	switch (http_parse_head(&up->parser, buf_head(up->in), buf_len(up->in))) {
+	case HTTP_PARSE_MORE:
+		return 0;
+	case HTTP_PARSE_ERROR:
+		log_info("upstream %s: bad response head: %s", ex->target.key,
+		         http_parser_error_text(&up->parser));
+		ex->ops->reply(ex, 502,
+		               up->parser.error == HTTP_HEAD_TOO_LARGE
+		                       ? "response head too large"
+		                       : "malformed response from the origin",
+		               false);
+		return -1;
+	case HTTP_PARSE_DONE:
+		break;
+	}
+	if (!*out && !(*out = buf_get())) {
+		ex->ops->abort(ex, "out of memory");
+		return -1;
+	}
+	buf_compact(*out);
+	if (h->status == 101)
+		return switching_head(ex, &plan);
+	if (h->status < 200)
+		return interim_head(ex, &plan);
+	kind = http_response_body_kind(h, ex->method);
+	ex->status = h->status;
+	/* After asking for an upgrade the connection's state is the origin's guess. */
+	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE && !ex->upgrade;
+	up->keep_alive_hint = (double)http_keep_alive_timeout(h, buf_head(up->in));
+	ex->dechunk = kind == BODY_CHUNKED && ex->client_minor == 0;
+	ex->client_keep_alive = ex->client_keep_alive && !ex->dechunk &&
+	                        kind != BODY_UNTIL_CLOSE && !ex->down->eof;
+	plan.dechunk = ex->dechunk;
+	plan.client_keep_alive = ex->client_keep_alive;
+	if (write_head_out(ex, &plan) < 0) {
+		ex->ops->reply(ex, 502, "response head too large to forward", false);
+		return -1;
+	}
+	buf_consume(up->in, h->head_len);
+	framer_init(&ex->resp_body, kind, h->content_length);
+	ex->resp = RESP_BODY;
+	ex->ops->progress(ex, true);
+	return 1;
+}
+
+/* Frames buffered response bytes; 1 if something can move, 0 if not, -1 ended. */
+static int
+frame_response(struct exchange *ex)
+{
+	struct buf *in = ex->up->in;
+	size_t avail = buf_len(in);
+	enum span_kind kind;
+	ssize_t n = 0;
+
+	/* A malformed span after good ones is found again once those are sent. */
+	if (ex->dechunk) {
+		/* Only payload goes to an HTTP/1.0 client; framing is dropped here. */
+		n = framer_next(&ex->resp_body, buf_head(in), avail, &kind);
+		if (n > 0 && kind == SPAN_FRAMING)
+			buf_consume(in, (size_t)n);
+		else if (n > 0)
+			ex->resp_pending = (size_t)n;
+	} else {
+		/* Chunked framing passes through untouched: one send for many spans. */
+		while (ex->resp_pending < avail && !framer_done(&ex->resp_body)) {
+			n = framer_next(&ex->resp_body, buf_head(in) + ex->resp_pending,
+			                avail - ex->resp_pending, &kind);
+			if (n <= 0)
+				break;
+			ex->resp_pending += (size_t)n;
+		}
+		n = ex->resp_pending || framer_done(&ex->resp_body) ? 1 : n;
+	}
+	if (n < 0) {
+		ex->ops->abort(ex, "malformed chunked response body");
+		return -1;
+	}
+	return n > 0 || framer_done(&ex->resp_body);
+}
+
+/* The origin closed (or reset) with nothing left to forward. */
+static int
+upstream_ended(struct exchange *ex)
+{
+	bool reset = ex->up->conn.reset;
+
+	if (ex->resp == RESP_BODY && ex->resp_body.left == FRAME_UNTIL_CLOSE && !reset) {
+		ex->resp_body.left = FRAME_DONE;
+		ex->upstream_reusable = false;
+		return 1;
+	}
+	if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
+		upstream_lost(ex, reset ? "connection reset by the origin"
+		                        : "the origin closed the connection without answering");
+		return -1;
+	}
+	if (ex->resp == RESP_HEAD) {
+		ex->ops->reply(ex, 502, "incomplete response head from the origin", false);
+		return -1;
+	}
+	ex->ops->abort(ex, reset ? "origin reset the connection mid-response"
+	                         : "origin closed the connection mid-response");
+	return -1;
+}
+
+/*
+ * Takes more response bytes from the origin: spliced into the pipe when the
+ * state is clean and payload comes next, else read into the buffer (heads,
+ * chunk-size lines, and everything on the copy path). 1: something changed.
+ */
+static int
+pull_response(struct exchange *ex)
+{
+	struct upstream *up = ex->up;
+	enum move_status r;
+	size_t got = 0;
+
+	if (response_splices(ex)) {
+		uint64_t left = framer_payload_left(&ex->resp_body);
+
+		r = mover_pull(&ex->resp_mover, up->conn.fd, left ? left : SIZE_MAX, &got);
+		if (r == MOVE_OK)
+			framer_payload_moved(&ex->resp_body, got);
+		else if (r == MOVE_EOF)
+			up->conn.eof = true;
+		else if (r == MOVE_ERROR)
+			up->conn.eof = up->conn.reset = true;
+		else if (r == MOVE_AGAIN)
+			up->conn.readable = false;
+		/* The mover fell back to copying (EINVAL): so does this response. */
+		if (r == MOVE_FULL && ex->resp_mover.copy) {
+			ex->copy_body = true;
+			return 1;
+		}
+	} else if (!up->in && !(up->in = buf_get())) {
+		up->conn.eof = up->conn.reset = true;
+		return 1;
+	} else {
+		r = conn_fill(&up->conn, up->in, &got);
+	}
+	switch (r) {
+	case MOVE_OK:
+		ex->resp_received += got;
+		if (ex->copy_body)
+			kp_stats.bytes_copied += got;
+		progress(ex);
+		return 1;
+	case MOVE_EOF:
+	case MOVE_ERROR:
+		return 1;
+	case MOVE_AGAIN:
+	case MOVE_FULL:
+		break;
+	}
+	return 0;
+}
+
+/* Sends what the pipe holds to the client. 1: moved, 0: blocked, -1: ended. */
+static int
+push_spliced(struct exchange *ex, uint64_t *budget)
+{
+	size_t moved;
+
+	switch (mover_push(&ex->resp_mover, ex->down->fd, &moved)) {
+	case MOVE_OK:
+		ex->resp_sent += moved;
+		kp_stats.bytes_to_clients += moved;
+		*budget = moved < *budget ? *budget - moved : 0;
+		progress(ex);
+		return 1;
+	case MOVE_AGAIN:
+	case MOVE_FULL:
+		return 0;
+	case MOVE_EOF:
+	case MOVE_ERROR:
+		break;
+	}
+	ex->ops->abort(ex, "client went away");
+	return -1;
+}
+
+/*
+ * Sends the head the proxy wrote and then buffered payload, in one call
+ * where both are there. 1: moved, 0: blocked, -1: ended.
+ */
+static int
+push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
+{
+	struct buf **out = ex->down_out;
+	struct buf *in = ex->up->in;
+	size_t out_len = *out ? buf_len(*out) : 0;
+	size_t body = pipe_first ? 0 : ex->resp_pending;
+	ssize_t n = conn_send_two(ex->down, out_len ? buf_head(*out) : NULL, out_len,
+	                          body ? buf_head(in) : NULL, body);
+
+	if (n < 0) {
+		ex->ops->abort(ex, "client went away");
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	kp_stats.bytes_to_clients += (uint64_t)n;
+	*budget = (uint64_t)n < *budget ? *budget - (uint64_t)n : 0;
+	progress(ex);
+	if (out_len) {
+		size_t from_out = (size_t)n < out_len ? (size_t)n : out_len;
+
+		buf_consume(*out, from_out);
+		n -= (ssize_t)from_out;
+		if (!buf_len(*out)) {
+			buf_put(*out);
+			*out = NULL;
+		}
+	}
+	if (n) {
+		buf_consume(in, (size_t)n);
+		ex->resp_pending -= (size_t)n;
+		ex->resp_sent += (uint64_t)n;
+	}
+	return 1;
+}
+
+/*
+ * Nothing is left to send now: the response is done, the origin's EOF has
+ * to be judged, or a full buffer holds something undecidable. 1: go on
+ * pulling, 0: done, -1: ended.
+ */
+static int
+response_drained(struct exchange *ex, bool body_done)
+{
+	struct upstream *up = ex->up;
+
+	if (body_done)
+		ex->resp = RESP_DONE;
+	if (ex->resp == RESP_DONE)
+		return 0;
+	if (up->conn.eof)
+		return upstream_ended(ex) < 0 ? -1 : 2;
+	if (up->in && !has_room(up->in)) {
+		/* Full and still undecided: a head or a framing line too long. */
+		if (ex->resp == RESP_HEAD)
+			ex->ops->reply(ex, 502, "response head too large", false);
+		else
+			ex->ops->abort(ex, "chunk framing line too long");
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Moves response bytes from the upstream to the client, in stream order:
+ * heads the proxy wrote, then payload in the pipe, then buffered bytes.
+ * A client that takes nothing more stops the flushing, not the pulling:
+ * while there is room the origin is still read (what exchange_watch() asks
+ * readiness for, the pump must act on, or the loop would spin).
+ * -1: the exchange ended.
+ */
+static int
+pump_response(struct exchange *ex)
+{
+	struct upstream *up = ex->up;
+	uint64_t budget = RESPONSE_BUDGET;
+	bool client_blocked = false;
+	int r;
+
+	for (;;) {
+		size_t out_len = *ex->down_out ? buf_len(*ex->down_out) : 0;
+		size_t in_pipe = mover_held(&ex->resp_mover);
+		bool body_done = ex->resp == RESP_BODY && framer_done(&ex->resp_body);
+
+		/* Parse and frame first, so a head and its body can leave together. */
+		if (!ex->resp_pending && ex->resp != RESP_DONE && !body_done && up->in &&
+		    buf_len(up->in)) {
+			r = ex->resp == RESP_HEAD ? response_head(ex) : frame_response(ex);
+			if (r < 0)
+				return -1;
+			if (r > 0)
+				continue;
+		}
+		if (!client_blocked && in_pipe && !out_len) {
+			r = push_spliced(ex, &budget);
+			if (r < 0)
+				return -1;
+			if (r > 0)
+				continue;
+			client_blocked = true;
+		}
+		if (!client_blocked && (out_len || ex->resp_pending)) {
+			r = push_buffered(ex, in_pipe > 0, &budget);
+			if (r < 0)
+				return -1;
+			if (r > 0)
+				continue;
+			client_blocked = true;
+		}
+		if (!client_blocked) {
+			r = response_drained(ex, body_done);
+			if (r <= 0)
+				return r;
+			if (r == 2)
+				continue;
+		}
+		/*
+		 * The budget only stops reading: bytes already read are always
+		 * framed and flushed, because once both sockets are quiet no event
+		 * would come back for them. Unread bytes keep the origin readable.
+		 */
+		if (budget == 0 || !up->conn.readable || !response_can_pull(ex) || !pull_response(ex))
+			return 0;
+	}
+}
+
+static void
+finish(struct exchange *ex)
+{
+	struct upstream *up = ex->up;
+	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !up->conn.write_failed;
+
+	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->down->fd,
+	          ex->target.key, ex->status, ex->resp_sent, up->reused ? "reused" : "new",
+	          (ev_now(ex->srv->loop) - ex->started) * 1000);
+	ex->up = NULL;
+	if (ex->req != REQ_DONE)
+		ex->client_keep_alive = false;
+	upstream_release(up, reusable);
+	ex->ops->finished(ex);
+}
+
+void
+exchange_run(struct exchange *ex)
+{
+	if (!ex->up) {
+		ex->ops->wait(ex);   /* still waiting for a connection */
+		return;
+	}
+	if (ex->tunneling) {
+		tunnel_run(ex);
+		return;
+	}
+	if (pump_request(ex) < 0 || pump_response(ex) < 0)
+		return;
+	if (ex->resp == RESP_DONE) {
+		finish(ex);
+		return;
+	}
+	ex->ops->wait(ex);
+}

@@ -1,0 +1,106 @@
+#include "kp/table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t
+hash_key(const char *key)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a: short keys, no adversary worth SipHash */
+
+	for (; *key; key++)
+		h = (h ^ (uint8_t)*key) * 16777619u;
+	return h;
+}
+
+int
+table_init(struct table *t)
+{
+	t->nbuckets = 64;
+	t->count = 0;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	return t->buckets ? 0 : -1;
+}
+
+void
+table_free(struct table *t)
+{
+	free(t->buckets);
+	t->buckets = NULL;
+	t->nbuckets = t->count = 0;
+}
+
+static struct table_node **
+find_slot(const struct table *t, const char *key, uint32_t hash)
+{
+	struct table_node **slot = &t->buckets[hash & (t->nbuckets - 1)];
+
+	while (*slot && ((*slot)->hash != hash || strcmp((*slot)->key, key) != 0))
+		slot = &(*slot)->chain;
+	return slot;
+}
+
+struct table_node *
+table_find(const struct table *t, const char *key)
+{
+	return *find_slot(t, key, hash_key(key));
+}
+
+static void
+grow(struct table *t)
+{
+	size_t n = t->nbuckets * 2;
+	struct table_node **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return;   /* longer chains, still correct */
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct table_node *node = t->buckets[i], *next;
+
+		for (; node; node = next) {
+			next = node->chain;
+			node->chain = b[node->hash & (n - 1)];
+			b[node->hash & (n - 1)] = node;
+		}
+	}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = n;
+}
+
+void
+table_add(struct table *t, struct table_node *n)
+{
+	struct table_node **bucket;
+
+	n->hash = hash_key(n->key);
+	bucket = &t->buckets[n->hash & (t->nbuckets - 1)];
+	n->chain = *bucket;
+	*bucket = n;
+	if (++t->count > t->nbuckets)
+		grow(t);
+}
+
+void
+table_remove(struct table *t, struct table_node *n)
+{
+	struct table_node **slot = find_slot(t, n->key, n->hash);
+
+	if (*slot == n) {
+		*slot = n->chain;
+		t->count--;
+	}
+}
+
+void
+table_each(struct table *t, void (*fn)(struct table_node *n, void *arg), void *arg)
+{
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct table_node *node = t->buckets[i], *next;
+
+		for (; node; node = next) {
+			next = node->chain;
+			fn(node, arg);
+		}
+	}
+}
