@@ -403,8 +403,10 @@ admit_request(struct client *c)
 	status = exchange_forward(ex, h, &why);
 	if (status)
 		refuse(c, status, why, false);
-	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))
+	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex)) {
+		rearm(c);   /* the wait for a connection has a deadline of its own */
 		sync_watchers(c);
+	}
 }
 
 static int

@@ -94,6 +94,7 @@ enqueue(struct dispatch_host *h, struct upstream_waiter *w)
 		h->oldest = w;
 	h->newest = w;
 	h->queued++;
+	kp_stats.queued++;
 }
 
 static void
@@ -112,6 +113,7 @@ dequeue(struct upstream_waiter *w)
 	w->prev = w->next = NULL;
 	w->host = NULL;
 	h->queued--;
+	kp_stats.queued--;
 	kp_stats.queue_waits++;
 	kp_stats.queue_wait_seconds += ev_now(h->d->srv->loop) - w->since;
 	if (h->queued == 0 && h->open == 0)

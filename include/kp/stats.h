@@ -21,6 +21,7 @@ struct kp_stats {
 	uint64_t connects_started;     /* upstream connections opened (several attempts may make one) */
 	uint64_t connects_won;         /* ... that went to a waiting request */
 	uint64_t connects_unused;      /* ... that completed with nobody waiting: into the pool */
+	uint64_t queued;               /* requests waiting in a host's queue now */
 	uint64_t queue_waits;          /* requests that waited for a connection */
 	double queue_wait_seconds;     /* ... and the time they waited, in all */
 	uint64_t queue_timeouts;       /* 503s: no connection within --queue-timeout */

@@ -790,6 +790,57 @@ proxy_stop_with(struct proxy *p, int sig)
 	return elapsed;
 }
 
+/* Counts the summary lines in the daemon's log; *last gets a copy of the newest. */
+static unsigned
+count_stats_lines(struct proxy *p, char *last, size_t size)
+{
+	static const char marker[] = ": clients ";
+	char *log = read_file_all(p->log_path, NULL), *at, *found = NULL;
+	unsigned n = 0;
+
+	for (at = log; at && (at = strstr(at, marker)) != NULL; at += sizeof(marker) - 1) {
+		found = at + 2;
+		n++;
+	}
+	if (found && last) {
+		size_t len = strcspn(found, "\n");
+
+		snprintf(last, size, "%.*s", (int)(len < size ? len : size - 1), found);
+	}
+	free(log);
+	return n;
+}
+
+const char *
+proxy_stats(struct proxy *p)
+{
+	static char line[2048];
+	unsigned before = count_stats_lines(p, NULL, 0);
+	double deadline = now_s() + 3;
+
+	proxy_assert_alive(p);
+	kill(p->pid, SIGUSR1);
+	while (count_stats_lines(p, line, sizeof(line)) == before) {
+		if (now_s() > deadline)
+			fail_msg("keepalive-proxy logged no counters within 3 s of SIGUSR1");
+		sleep_ms(10);
+	}
+	return line;
+}
+
+unsigned long
+stats_get(const char *line, const char *name)
+{
+	char key[64];
+	const char *at;
+
+	snprintf(key, sizeof(key), "%s ", name);
+	at = strstr(line, key);
+	if (!at)
+		fail_msg("no counter '%s' in the stats line: %s", name, line);
+	return strtoul(at + strlen(key), NULL, 10);
+}
+
 void
 proxy_stop(struct proxy *p)
 {

@@ -114,6 +114,10 @@ void proxy_start(struct proxy *p, const char *const extra_args[]);
 void proxy_stop(struct proxy *p);
 /* Same with any signal; returns the seconds it took to exit. */
 double proxy_stop_with(struct proxy *p, int sig);
+/* Sends SIGUSR1 and returns the counters line the daemon logs ("clients N, ..."). */
+const char *proxy_stats(struct proxy *p);
+/* The number after "name " in such a line; fails the test if it is not there. */
+unsigned long stats_get(const char *line, const char *name);
 /* Fails the test if the daemon has died. */
 void proxy_assert_alive(struct proxy *p);
 /* Open file descriptors of the daemon (entries of /proc/PID/fd). */

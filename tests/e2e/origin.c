@@ -51,6 +51,9 @@ struct origin {
 	pthread_t accept_thread;
 	pthread_mutex_t lock;
 	atomic_bool stopping;
+	pthread_mutex_t accept_lock; /* held around each accept; taken to hold accepts */
+	bool holding;                /* origin_hold_accepts() is in force */
+	int plug_fd;                 /* the connection filling the listen queue while held */
 
 	struct origin_conn *conns[ORIGIN_MAX_CONNS];
 	unsigned nconns;
@@ -273,9 +276,14 @@ accept_main(void *arg)
 
 		if (poll(&pfd, 1, 20) <= 0)
 			continue;
-		fd = accept4(o->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
+		pthread_mutex_lock(&o->accept_lock);
+		fd = o->holding ? -1 : accept4(o->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		pthread_mutex_unlock(&o->accept_lock);
+		if (fd < 0) {
+			if (o->holding)
+				usleep(5000);
 			continue;
+		}
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = calloc(1, sizeof(*c));
 		if (!c) {
@@ -368,6 +376,8 @@ start(origin_handler handler, origin_raw_handler raw_handler, void *arg)
 	o->raw_handler = raw_handler;
 	o->arg = arg;
 	pthread_mutex_init(&o->lock, NULL);
+	pthread_mutex_init(&o->accept_lock, NULL);
+	o->plug_fd = -1;
 	o->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(o->listen_fd >= 0);
 	if (bind(o->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
@@ -380,6 +390,43 @@ start(origin_handler handler, origin_raw_handler raw_handler, void *arg)
 	harness_defer(origin_stop_deferred, o);
 	harness_on_failure(origin_summary_hook, o);
 	return o;
+}
+
+void
+origin_hold_accepts(struct origin *o)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	                         .sin_port = htons((uint16_t)o->port)};
+
+	pthread_mutex_lock(&o->accept_lock);
+	assert_false(o->holding);
+	o->holding = true;
+	/* Backlog 0 leaves room for one queued connection: the plug takes it. */
+	if (listen(o->listen_fd, 0) != 0)
+		fail_msg("origin: listen(0): %s", strerror(errno));
+	o->plug_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (o->plug_fd < 0 || connect(o->plug_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		fail_msg("origin: cannot plug the listen queue: %s", strerror(errno));
+	pthread_mutex_unlock(&o->accept_lock);
+}
+
+void
+origin_release_accepts(struct origin *o)
+{
+	int fd;
+
+	pthread_mutex_lock(&o->accept_lock);
+	assert_true(o->holding);
+	/* The plug is first in the queue: the dropped SYNs never got in. */
+	fd = accept4(o->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	close(o->plug_fd);
+	o->plug_fd = -1;
+	if (listen(o->listen_fd, 128) != 0)
+		fail_msg("origin: listen(128): %s", strerror(errno));
+	o->holding = false;
+	pthread_mutex_unlock(&o->accept_lock);
 }
 
 struct origin *
@@ -405,6 +452,8 @@ origin_stop(struct origin *o)
 	harness_cancel_on_failure(origin_summary_hook, o);
 	o->stopping = true;
 	pthread_join(o->accept_thread, NULL);
+	if (o->plug_fd >= 0)
+		close(o->plug_fd);
 	close(o->listen_fd);
 	pthread_mutex_lock(&o->lock);
 	for (unsigned i = 0; i < o->nconns; i++)

@@ -56,6 +56,14 @@ struct origin *origin_start(origin_handler handler, void *arg);
 typedef void (*origin_raw_handler)(struct origin_conn *c, void *arg);
 struct origin *origin_start_raw(origin_raw_handler handler, void *arg);
 void origin_stop(struct origin *o);
+/*
+ * Holds back new connections: the listen queue shrinks to one entry and a
+ * plug connection of the origin's own fills it, so the kernel drops further
+ * SYNs and a client's connect stays in progress (its SYN is sent again after
+ * 1 s, then 3 s) until origin_release_accepts(). Accepted connections go on.
+ */
+void origin_hold_accepts(struct origin *o);
+void origin_release_accepts(struct origin *o);
 int origin_port(const struct origin *o);
 /* "http://127.0.0.1:PORT" followed by path. */
 const char *origin_url(const struct origin *o, const char *path, char *buf, size_t size);

@@ -1,0 +1,225 @@
+/*
+ * Socket tuning: every flag reaches the daemon's own sockets. The test
+ * borrows the daemon's descriptors with pidfd_getfd(2) (the daemon is its
+ * child) and reads the options back with getsockopt(2).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "origin.h"
+
+static struct proxy px;
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	origin_reply(c, 200, NULL, "ok");
+}
+
+enum which {
+	UPSTREAM_TO,   /* connected to port */
+	ACCEPTED_ON,   /* accepted on port */
+	LISTENING_ON,  /* listening on port */
+};
+
+static int
+port_of(int fd, bool peer)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&sa, &len) != 0 ||
+	    sa.sin_family != AF_INET)
+		return -1;
+	return ntohs(sa.sin_port);
+}
+
+static int
+int_opt(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, level, name, &v, &len) != 0)
+		fail_msg("getsockopt(%d, %d): %s", level, name, strerror(errno));
+	return v;
+}
+
+static bool
+is_stream_socket(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+/* A copy of the daemon's socket of that kind, or -1; the caller closes it. */
+static int
+daemon_socket(enum which which, int port)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, px.pid, 0);
+	int found = -1;
+
+	if (pidfd < 0)
+		fail_msg("pidfd_open: %s", strerror(errno));
+	for (int target = 0; target < 256 && found < 0; target++) {
+		int fd = (int)syscall(SYS_pidfd_getfd, pidfd, target, 0);
+		bool listening, match = false;
+
+		if (fd < 0)
+			continue;
+		if (is_stream_socket(fd)) {
+			listening = int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN) == 1;
+			if (which == UPSTREAM_TO)
+				match = !listening && port_of(fd, true) == port;
+			else if (which == ACCEPTED_ON)
+				match = !listening && port_of(fd, false) == port;
+			else
+				match = listening && port_of(fd, false) == port;
+		}
+		if (match)
+			found = fd;
+		else
+			close(fd);
+	}
+	close(pidfd);
+	return found;
+}
+
+static void
+get_ok(struct origin *og)
+{
+	struct response r;
+	char url[128];
+
+	fetch(px.port, "GET", origin_url(og, "/", url, sizeof(url)), &r);
+	assert_status(&r, 200);
+	response_free(&r);
+}
+
+static void
+every_flag_reaches_the_upstream_socket(void)
+{
+	static const char *const args[] = {"--upstream-rcvbuf", "262144", "--upstream-sndbuf",
+	                                   "131072", "--congestion", "reno", "--tcp-keepalive",
+	                                   "9", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	char cc[16] = "";
+	socklen_t len = sizeof(cc);
+	int fd;
+
+	proxy_start(&px, args);
+	get_ok(og);   /* leaves the connection idle in the pool */
+	fd = daemon_socket(UPSTREAM_TO, origin_port(og));
+	if (fd < 0)
+		fail_msg("no upstream socket to port %d in the daemon", origin_port(og));
+	/* Linux reports twice what was set: it counts its bookkeeping too. */
+	assert_int_equal(int_opt(fd, SOL_SOCKET, SO_RCVBUF), 2 * 262144);
+	assert_int_equal(int_opt(fd, SOL_SOCKET, SO_SNDBUF), 2 * 131072);
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &len), 0);
+	assert_string_equal(cc, "reno");
+	assert_int_equal(int_opt(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+	assert_int_equal(int_opt(fd, IPPROTO_TCP, TCP_KEEPIDLE), 9);
+	assert_int_equal(int_opt(fd, IPPROTO_TCP, TCP_KEEPINTVL), 3);
+	assert_int_equal(int_opt(fd, IPPROTO_TCP, TCP_KEEPCNT), 3);
+	assert_int_equal(int_opt(fd, IPPROTO_TCP, TCP_NODELAY), 1);
+	close(fd);
+	proxy_stop(&px);
+}
+
+/* Without flags: keepalive probes at 15 s, and no fixed buffer (autotuning stays on). */
+static void
+defaults_leave_buffers_to_the_kernel(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	int up, acc, lst, probe;
+	char url[128];
+	struct response r;
+
+	proxy_start(&px, NULL);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", origin_url(og, "/", url, sizeof(url)));
+	read_response_ok(&c, &r, 0);
+	response_free(&r);
+	up = daemon_socket(UPSTREAM_TO, origin_port(og));
+	acc = daemon_socket(ACCEPTED_ON, px.port);
+	lst = daemon_socket(LISTENING_ON, px.port);
+	assert_true(up >= 0 && acc >= 0 && lst >= 0);
+	/* A socket of our own, untouched, shows what the kernel picks by itself. */
+	probe = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(int_opt(up, SOL_SOCKET, SO_RCVBUF) >= int_opt(probe, SOL_SOCKET, SO_RCVBUF),
+	                 1);
+	assert_int_equal(int_opt(up, IPPROTO_TCP, TCP_KEEPIDLE), 15);
+	assert_int_equal(int_opt(up, SOL_SOCKET, SO_KEEPALIVE), 1);
+	assert_int_equal(int_opt(up, IPPROTO_TCP, TCP_NODELAY), 1);
+	assert_int_equal(int_opt(acc, IPPROTO_TCP, TCP_NODELAY), 1);
+	assert_int_equal(int_opt(acc, SOL_SOCKET, SO_KEEPALIVE), 0);
+	assert_int_equal(int_opt(lst, SOL_SOCKET, SO_REUSEADDR), 1);
+	close(probe);
+	close(up);
+	close(acc);
+	close(lst);
+	client_close(&c);
+	proxy_stop(&px);
+}
+
+/* --tcp-keepalive 0 switches the probes off. */
+static void
+keepalive_zero_means_none(void)
+{
+	static const char *const args[] = {"--tcp-keepalive", "0", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	int fd;
+
+	proxy_start(&px, args);
+	get_ok(og);
+	fd = daemon_socket(UPSTREAM_TO, origin_port(og));
+	assert_true(fd >= 0);
+	assert_int_equal(int_opt(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
+	close(fd);
+	proxy_stop(&px);
+}
+
+/* An unknown congestion control stops the daemon at start, and says where to look. */
+static void
+unknown_congestion_is_refused_at_start(void)
+{
+	char port[16], log_path[512];
+	const char *argv[] = {getenv("KP_BINARY"), "-p", port, "--congestion", "no-such-cc", NULL};
+	char *log;
+
+	assert_non_null(argv[0]);
+	snprintf(port, sizeof(port), "%d", free_port());
+	snprintf(log_path, sizeof(log_path), "%s/start.log", harness_temp_dir());
+	assert_int_equal(run_process(argv, log_path, 5000), 1);
+	log = read_file_all(log_path, NULL);
+	assert_non_null(log);
+	if (!strstr(log, "net.ipv4.tcp_allowed_congestion_control"))
+		fail_msg("the error does not name tcp_allowed_congestion_control:\n%s", log);
+	free(log);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(every_flag_reaches_the_upstream_socket),
+		E2E_TEST(defaults_leave_buffers_to_the_kernel),
+		E2E_TEST(keepalive_zero_means_none),
+		E2E_TEST(unknown_congestion_is_refused_at_start),
+	};
+
+	return E2E_RUN("tuning", tests);
+}
