@@ -99,7 +99,44 @@ test_defaults(void **state)
 	assert_true(cfg.client_idle_timeout > 0);
 	assert_true(cfg.max_clients > 0);
 	assert_true(cfg.dns_cache_ttl > 0);
+	assert_int_equal(cfg.max_conns_per_host, 32);
+	assert_true(cfg.queue_timeout == 30);
+	assert_false(cfg.no_connect_race);
+	/* Buffers unset: Linux autotunes them. */
+	assert_int_equal(cfg.upstream_rcvbuf, 0);
+	assert_int_equal(cfg.upstream_sndbuf, 0);
+	assert_null(cfg.congestion);
+	assert_int_equal(cfg.tcp_keepalive, 15);
 	assert_int_equal(cfg.verbosity, 0);
+}
+
+static void
+test_dispatch_and_tuning_options(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--max-conns-per-host", "6", "--queue-timeout", "2.5", "--no-connect-race",
+	    "--upstream-rcvbuf", "8388608", "--upstream-sndbuf", "4096", "--congestion", "bbr",
+	    "--tcp-keepalive", "0");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.max_conns_per_host, 6);
+	assert_true(o.cfg.queue_timeout == 2.5);
+	assert_true(o.cfg.no_connect_race);
+	assert_int_equal(o.cfg.upstream_rcvbuf, 8388608);
+	assert_int_equal(o.cfg.upstream_sndbuf, 4096);
+	assert_string_equal(o.cfg.congestion, "bbr");
+	assert_int_equal(o.cfg.tcp_keepalive, 0);
+	assert_string_equal(o.err, "");
+	outcome_free(&o);
+
+	RUN(&o, "--max-conns-per-host", "0", "--upstream-rcvbuf", "1073741824",
+	    "--tcp-keepalive", "32767", "--congestion", "123456789012345");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.max_conns_per_host, 0);
+	assert_int_equal(o.cfg.upstream_rcvbuf, 1073741824);
+	assert_int_equal(o.cfg.tcp_keepalive, 32767);
+	outcome_free(&o);
 }
 
 static void
@@ -281,6 +318,16 @@ static const struct error_case errors[] = {
 	{{"--max-url-size", "63"}, "url size"},
 	{{"--max-clients", "0"}, "max clients"},
 	{{"--max-clients", "many"}, "max clients"},
+	{{"--max-conns-per-host", "-1"}, "conns per host"},
+	{{"--max-conns-per-host", "lots"}, "conns per host"},
+	{{"--queue-timeout", "0"}, "queue timeout"},
+	{{"--upstream-rcvbuf", "4095"}, "buffer size"},
+	{{"--upstream-sndbuf", "1073741825"}, "buffer size"},
+	{{"--congestion", ""}, "congestion"},
+	{{"--congestion", "1234567890123456"}, "congestion"},
+	{{"--tcp-keepalive", "32768"}, "tcp keepalive"},
+	{{"--tcp-keepalive", "-1"}, "tcp keepalive"},
+	{{"--no-connect-race=1"}, "keepalive-proxy:"},
 	{{"-x"}, "unknown option"},
 	{{"--bogus"}, "unknown option"},
 	{{"--bogus=1"}, "unknown option"},
@@ -326,7 +373,9 @@ test_help(void **state)
 		"--port", "--bind", "--idle-timeout", "--max-idle-per-host", "--max-idle",
 		"--connect-timeout", "--response-timeout", "--io-timeout", "--client-timeout",
 		"--max-header-size", "--max-url-size", "--max-clients", "--dns-ttl", "--verbose",
-		"--version", "--help",
+		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
+		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
+		"--tcp-keepalive",
 	};
 	struct outcome o;
 
@@ -422,6 +471,7 @@ main(void)
 		cmocka_unit_test(test_long_options),
 		cmocka_unit_test(test_option_spellings),
 		cmocka_unit_test(test_boundaries),
+		cmocka_unit_test(test_dispatch_and_tuning_options),
 		cmocka_unit_test(test_url_limit_follows_head_limit),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),
