@@ -14,6 +14,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -514,6 +515,35 @@ def start_proxy(name, workdir, build_dir="build", host="127.0.0.1", port=None, n
         if port:
             break
     die(f"{name} did not start on {host}:{p}:\n{tail}")
+
+
+COUNTERS_LINE = re.compile(r": (clients \d+, requests \d+ .*)$")
+COUNTER = re.compile(r"([a-z][a-z0-9 -]*?) \(?(\d+(?:\.\d+)?)")
+
+
+def keepalive_counters(proxy, timeout=3.0):
+    """keepalive-proxy's counters: SIGUSR1, then the line it logs, parsed
+    into {"requests": 12, "freed-up": 3, ...}; None if no line came."""
+    if not proxy.process or not proxy.process.log_path:
+        return None
+
+    def lines():
+        try:
+            with open(proxy.process.log_path, errors="replace") as f:
+                return [m.group(1) for m in map(COUNTERS_LINE.search, f) if m]
+        except OSError:
+            return []
+
+    before = len(lines())
+    os.kill(proxy.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = lines()
+        if len(found) > before:
+            return {k.strip(): float(v) if "." in v else int(v)
+                    for k, v in COUNTER.findall(found[-1].replace(",", " ,"))}
+        time.sleep(0.02)
+    return None
 
 
 def external_proxy(address, command=None, netns=None, workdir=None):

@@ -11,7 +11,11 @@ Modes:
   chunks  fetch --chunks ranges of --chunk-size bytes, --workers of them at
           once (each with its own run of ranges), a range every --interval
           seconds start-to-start (0: back-to-back), from --start-at on;
-          with --reuse, over one kept-alive connection per worker instead
+          with --reuse, over one kept-alive connection per worker instead;
+          with --arrivals, every range in a thread of its own that starts at
+          its due time whether or not earlier ones have finished (requests
+          overlapping the responses still arriving), in rounds of
+          --round-size ranges --round-gap seconds apart
   rtt     --count TCP connects to the origin; connect() takes one round trip
   stream  one plain GET over one connection, progress sampled as it arrives
 """
@@ -44,6 +48,11 @@ def parse_args():
     p.add_argument("--interval", type=float, default=0.0)
     p.add_argument("--reuse", action="store_true",
                    help="keep one connection per worker instead of one per chunk (a reference)")
+    p.add_argument("--arrivals", action="store_true",
+                   help="start each range at its due time, finished or not")
+    p.add_argument("--round-size", type=int, default=0, help="arrivals: ranges per round")
+    p.add_argument("--round-gap", type=float, default=0.0,
+                   help="arrivals: seconds from one round's start to the next")
     p.add_argument("--start-at", type=float, default=0.0, help="CLOCK_MONOTONIC seconds")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--sample", type=float, default=0.05, help="stream: seconds between samples")
@@ -165,12 +174,44 @@ def run_worker(args, worker, results):
         results.append(record)
 
 
+def fetch_one(args, index, due, results):
+    first = index * args.chunk_size
+    last = first + args.chunk_size - 1
+    record = {"worker": 0, "index": index, "due": due}
+    try:
+        record.update(get(args.origin, args.proxy, args.path, first, last))
+    except (OSError, FetchError) as e:
+        record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
+    results.append(record)
+
+
+def run_arrivals(args, results):
+    """Each range in a thread of its own, started at its due time."""
+    base = args.start_at or time.monotonic()
+    per_round = args.round_size or args.chunks
+    threads = []
+    for i in range(args.chunks):
+        due = base + (i // per_round) * args.round_gap + (i % per_round) * args.interval
+        delay = due - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        t = threading.Thread(target=fetch_one, args=(args, args.first_chunk + i, due, results))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+
+
 def mode_chunks(args):
     if args.start_at:
         delay = args.start_at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
     results = []
+    if args.arrivals:
+        run_arrivals(args, results)
+        results.sort(key=lambda r: r["index"])
+        return {"chunks": results, "errors": sum(1 for r in results if "error" in r)}
     threads = [threading.Thread(target=run_worker, args=(args, w, results))
                for w in range(args.workers)]
     for t in threads:

@@ -25,7 +25,6 @@ struct dispatch_host {
 	bool to_check;                   /* on d->to_check */
 	uint16_t port;
 	char name[256];
-	char key[];
 };
 
 static const char *const source_names[] = {
@@ -45,21 +44,13 @@ host_find(const struct dispatch *d, const char *key)
 static struct dispatch_host *
 host_get(struct dispatch *d, const char *name, uint16_t port, const char *key)
 {
-	struct dispatch_host *h = host_find(d, key);
-	size_t len;
+	struct dispatch_host *h = TABLE_GET(&d->hosts, key, struct dispatch_host, node);
 
-	if (h)
-		return h;
-	len = strlen(key);
-	h = calloc(1, sizeof(*h) + len + 1);
-	if (!h)
-		return NULL;
-	h->d = d;
-	h->port = port;
-	snprintf(h->name, sizeof(h->name), "%s", name);
-	memcpy(h->key, key, len + 1);
-	h->node.key = h->key;
-	table_add(&d->hosts, &h->node);
+	if (h && !h->d) {
+		h->d = d;
+		h->port = port;
+		snprintf(h->name, sizeof(h->name), "%s", name);
+	}
 	return h;
 }
 
@@ -163,7 +154,7 @@ serve(struct upstream_waiter *w, struct upstream *up, enum dispatch_source sourc
 static void
 start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
 {
-	struct upstream *up = upstream_open(h->d->srv, h->name, h->port, h->key);
+	struct upstream *up = upstream_open(h->d->srv, h->name, h->port, h->node.key);
 
 	if (!up) {
 		if (w->host)

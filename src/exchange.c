@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,19 +64,11 @@ exchange_release(struct exchange *ex)
 void
 exchange_reset(struct exchange *ex)
 {
-	struct server *srv = ex->srv;
-	struct conn *down = ex->down;
-	struct buf **in = ex->down_in, **out = ex->down_out;
-	const struct exchange_ops *ops = ex->ops;
-	bool no_splice = srv->cfg->no_splice;
+	size_t keep = offsetof(struct exchange, waiter);
+	bool no_splice = ex->srv->cfg->no_splice;
 
 	exchange_release(ex);
-	memset(ex, 0, sizeof(*ex));
-	ex->srv = srv;
-	ex->down = down;
-	ex->down_in = in;
-	ex->down_out = out;
-	ex->ops = ops;
+	memset((char *)ex + keep, 0, sizeof(*ex) - keep);
 	ex->waiter.ready = ready;
 	ex->waiter.failed = failed;
 	ex->waiter.event = upstream_event;

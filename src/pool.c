@@ -22,7 +22,6 @@ struct pool_host {
 	struct pool_host *sweep_next;   /* on the pool's sweep list */
 	bool to_sweep;               /* over its cap or empty: the sweep looks at it */
 	unsigned count;
-	char key[];
 };
 
 struct pool {
@@ -70,19 +69,7 @@ host_find(const struct pool *p, const char *key)
 static struct pool_host *
 host_get(struct pool *p, const char *key)
 {
-	struct pool_host *h = host_find(p, key);
-	size_t len;
-
-	if (h)
-		return h;
-	len = strlen(key);
-	h = calloc(1, sizeof(*h) + len + 1);
-	if (!h)
-		return NULL;
-	memcpy(h->key, key, len + 1);
-	h->node.key = h->key;
-	table_add(&p->hosts, &h->node);
-	return h;
+	return TABLE_GET(&p->hosts, key, struct pool_host, node);
 }
 
 static void

@@ -14,7 +14,7 @@ stats_log_summary(void)
 	log_info("clients %" PRIu64 ", requests %" PRIu64 " (on reused %" PRIu64 ", new %" PRIu64
 	         ", freed-up %" PRIu64 "), connects %" PRIu64 " (won %" PRIu64 ", unused %" PRIu64
 	         ", tcp attempts %" PRIu64 ", failed %" PRIu64 "), queued %" PRIu64 ", queue waits %" PRIu64
-	         " (%.3f s), queue 503s %" PRIu64 ", retries %" PRIu64 ", stale %" PRIu64
+	         " (%.3f s), queue timeouts %" PRIu64 ", retries %" PRIu64 ", stale %" PRIu64
 	         ", local responses %" PRIu64 ", idle %" PRIu64 ", open %" PRIu64,
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
 	         s->requests_on_freed, s->connects_started, s->connects_won, s->connects_unused,

@@ -81,6 +81,26 @@ table_add(struct table *t, struct table_node *n)
 		grow(t);
 }
 
+void *
+table_get(struct table *t, const char *key, size_t size, size_t node_offset)
+{
+	struct table_node *n = table_find(t, key);
+	size_t len;
+	char *record;
+
+	if (n)
+		return (char *)n - node_offset;
+	len = strlen(key);
+	record = calloc(1, size + len + 1);
+	if (!record)
+		return NULL;
+	memcpy(record + size, key, len + 1);
+	n = (struct table_node *)(record + node_offset);
+	n->key = record + size;
+	table_add(t, n);
+	return record;
+}
+
 void
 table_remove(struct table *t, struct table_node *n)
 {

@@ -58,11 +58,13 @@ struct exchange_ops {
 };
 
 struct exchange {
+	/* Set once by exchange_init(); a reset keeps them. */
 	const struct exchange_ops *ops;
 	struct server *srv;
 	struct conn *down;            /* the end that asked */
 	struct buf **down_in;         /* its bytes: request body, then pipelined requests */
 	struct buf **down_out;        /* heads to send it before any payload */
+	/* One request's worth, from here on: a reset clears it all. */
 	struct upstream_waiter waiter;   /* how dispatch answers */
 	struct upstream *up;          /* carrying this exchange, once ready */
 	enum request_phase req;

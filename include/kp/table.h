@@ -32,6 +32,16 @@ struct table_node *table_find(const struct table *t, const char *key);
 void table_add(struct table *t, struct table_node *n);
 void table_remove(struct table *t, struct table_node *n);
 
+/*
+ * The record for key, or a new zeroed one of size bytes followed by a copy
+ * of the key, which the record's node then points at; NULL when memory is
+ * exhausted. node_offset: where the record embeds its table_node. Use
+ * TABLE_GET, which works both out from the record's type.
+ */
+void *table_get(struct table *t, const char *key, size_t size, size_t node_offset);
+#define TABLE_GET(t, key, type, member) \
+	((type *)table_get((t), (key), sizeof(type), offsetof(type, member)))
+
 /* Calls fn on every node; fn may remove (and free) the node it is given. */
 void table_each(struct table *t, void (*fn)(struct table_node *n, void *arg), void *arg);
 

@@ -91,12 +91,40 @@ conn_of(struct origin *og, const char *path)
 	return found;
 }
 
+/* The counters line once the counter name has reached want (or after 2 s). */
+static const char *
+wait_counter(const char *name, unsigned long want)
+{
+	const char *stats = proxy_stats(&px);
+
+	for (int i = 0; i < 100 && stats_get(stats, name) != want; i++) {
+		sleep_ms(20);
+		stats = proxy_stats(&px);
+	}
+	return stats;
+}
+
 static void
 wait_connections(struct origin *og, unsigned n)
 {
 	for (int i = 0; i < 800 && origin_connection_count(og) < n; i++)
 		sleep_ms(10);
 	assert_int_equal(origin_connection_count(og), n);
+}
+
+/*
+ * The set-up of a race: a's request keeps the only connection busy for
+ * 300 ms, then b's request arrives while no new connect can complete.
+ * Returns when b was sent.
+ */
+static double
+start_race(struct origin *og, struct client *a, struct client *b)
+{
+	send_get(a, og, "/slow");
+	wait_connections(og, 1);
+	origin_hold_accepts(og);
+	send_get(b, og, "/fast");
+	return now_s();
 }
 
 /*
@@ -113,11 +141,7 @@ freed_connection_beats_the_new_connect(void)
 	double t0, took;
 
 	proxy_start(&px, NULL);
-	send_get(&a, og, "/slow");
-	wait_connections(og, 1);
-	origin_hold_accepts(og);
-	t0 = now_s();
-	send_get(&b, og, "/fast");
+	t0 = start_race(og, &a, &b);
 	expect_body(&a, 200, "slow");
 	expect_body(&b, 200, "fast");
 	took = now_s() - t0;
@@ -128,12 +152,7 @@ freed_connection_beats_the_new_connect(void)
 	origin_release_accepts(og);
 	/* The SYN is sent again after 1 s (or 3 s): then the connection is pooled. */
 	wait_connections(og, 2);
-	for (int i = 0; i < 100; i++) {
-		stats = proxy_stats(&px);
-		if (stats_get(stats, "unused") == 1)
-			break;
-		sleep_ms(20);
-	}
+	stats = wait_counter("unused", 1);
 	assert_int_equal(stats_get(stats, "freed-up"), 1);
 	assert_int_equal(stats_get(stats, "unused"), 1);
 	assert_int_equal(stats_get(stats, "connects"), 2);
@@ -157,7 +176,6 @@ abandoned_connect_is_pooled(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 	struct client a, b;
-	const char *stats;
 
 	proxy_start(&px, NULL);
 	origin_hold_accepts(og);
@@ -168,13 +186,7 @@ abandoned_connect_is_pooled(void)
 	sleep_ms(100);
 	origin_release_accepts(og);
 	wait_connections(og, 1);
-	for (int i = 0; i < 100; i++) {
-		stats = proxy_stats(&px);
-		if (stats_get(stats, "unused") == 1)
-			break;
-		sleep_ms(20);
-	}
-	assert_int_equal(stats_get(stats, "unused"), 1);
+	assert_int_equal(stats_get(wait_counter("unused", 1), "unused"), 1);
 	send_get(&b, og, "/fast");
 	expect_body(&b, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 1);
@@ -272,7 +284,7 @@ queue_timeout_answers_503(void)
 	response_free(&r);
 	if (took < 0.8 || took > 2.5)
 		fail_msg("503 came after %.2f s with --queue-timeout 1", took);
-	assert_int_equal(stats_get(proxy_stats(&px), "queue 503s"), 1);
+	assert_int_equal(stats_get(proxy_stats(&px), "queue timeouts"), 1);
 	atomic_store(&g.open, true);
 	expect_body(&a, 200, "held");
 	/* The one connection is free again and serves the next request. */
@@ -331,11 +343,7 @@ no_connect_race_waits_for_its_own_connect(void)
 	double t0, took;
 
 	proxy_start(&px, args);
-	send_get(&a, og, "/slow");
-	wait_connections(og, 1);
-	origin_hold_accepts(og);
-	t0 = now_s();
-	send_get(&b, og, "/fast");
+	t0 = start_race(og, &a, &b);
 	expect_body(&a, 200, "slow");
 	sleep_ms(300);
 	origin_release_accepts(og);

@@ -64,7 +64,7 @@ make_world(void)
 		"ip link set lo up",
 		"ip link add kphe0 type veth peer name kphe1",
 		/* The far end drops every IPv6 packet: a silent black hole. */
-		"sysctl -qw net.ipv6.conf.kphe1.disable_ipv6=1",
+		"echo 1 > /proc/sys/net/ipv6/conf/kphe1/disable_ipv6",
 		"ip link set kphe1 up",
 		"ip link set kphe0 up",
 		/* Non-loopback addresses of both families, so AI_ADDRCONFIG returns both. */
