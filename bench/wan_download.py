@@ -15,7 +15,9 @@ Modes:
           with --arrivals, every range in a thread of its own that starts at
           its due time whether or not earlier ones have finished (requests
           overlapping the responses still arriving), in rounds of
-          --round-size ranges --round-gap seconds apart
+          --round-size ranges --round-gap seconds apart; with --chain, each
+          worker starts its next range as soon as the previous response's
+          head has arrived, in rounds likewise
   rtt     --count TCP connects to the origin; connect() takes one round trip
   stream  one plain GET over one connection, progress sampled as it arrives
 """
@@ -50,7 +52,10 @@ def parse_args():
                    help="keep one connection per worker instead of one per chunk (a reference)")
     p.add_argument("--arrivals", action="store_true",
                    help="start each range at its due time, finished or not")
-    p.add_argument("--round-size", type=int, default=0, help="arrivals: ranges per round")
+    p.add_argument("--chain", action="store_true",
+                   help="start a worker's next range when the previous head arrived")
+    p.add_argument("--round-size", type=int, default=0,
+                   help="arrivals, chain: ranges per round (per worker for chain)")
     p.add_argument("--round-gap", type=float, default=0.0,
                    help="arrivals: seconds from one round's start to the next")
     p.add_argument("--start-at", type=float, default=0.0, help="CLOCK_MONOTONIC seconds")
@@ -93,7 +98,7 @@ def parse_head(head):
     return int(parts[1]), headers
 
 
-def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None):
+def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None, on_head=None):
     """One request on a fresh connection, or on keep["sock"] when keep is a
     dict (the connection stays open there for the next request). Returns
     timings and sizes; a range response must be a 206 of exactly the bytes
@@ -118,6 +123,8 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None)
         sock.sendall(request)
         head, got = read_head(sock)
         t_head = time.monotonic()
+        if on_head:
+            on_head()
         status, headers = parse_head(head)
         length = headers.get("content-length")
         if length is None or not length.isdigit():
@@ -174,15 +181,39 @@ def run_worker(args, worker, results):
         results.append(record)
 
 
-def fetch_one(args, index, due, results):
+def fetch_one(args, index, due, results, worker=0, on_head=None):
     first = index * args.chunk_size
     last = first + args.chunk_size - 1
-    record = {"worker": 0, "index": index, "due": due}
+    record = {"worker": worker, "index": index, "due": due}
     try:
-        record.update(get(args.origin, args.proxy, args.path, first, last))
+        record.update(get(args.origin, args.proxy, args.path, first, last, on_head=on_head))
     except (OSError, FetchError) as e:
         record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
+        if on_head:
+            on_head()
     results.append(record)
+
+
+def run_chain(args, worker, results):
+    """One worker: each range starts when the previous one's head arrived."""
+    base = args.start_at or time.monotonic()
+    per_round = args.round_size or args.chunks
+    threads = []
+    for i in range(args.chunks):
+        if i % per_round == 0:
+            due = base + (i // per_round) * args.round_gap
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        head = threading.Event()
+        index = args.first_chunk + worker * args.chunks + i
+        t = threading.Thread(target=fetch_one,
+                             args=(args, index, time.monotonic(), results, worker, head.set))
+        t.start()
+        threads.append(t)
+        head.wait(IO_TIMEOUT)
+    for t in threads:
+        t.join()
 
 
 def run_arrivals(args, results):
@@ -208,8 +239,16 @@ def mode_chunks(args):
         if delay > 0:
             time.sleep(delay)
     results = []
-    if args.arrivals:
-        run_arrivals(args, results)
+    if args.arrivals or args.chain:
+        if args.arrivals:
+            run_arrivals(args, results)
+        else:
+            threads = [threading.Thread(target=run_chain, args=(args, w, results))
+                       for w in range(args.workers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         results.sort(key=lambda r: r["index"])
         return {"chunks": results, "errors": sum(1 for r in results if "error" in r)}
     threads = [threading.Thread(target=run_worker, args=(args, w, results))

@@ -798,7 +798,9 @@ static void
 finish(struct exchange *ex)
 {
 	struct upstream *up = ex->up;
-	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !up->conn.write_failed;
+	/* An EOF already read makes the next request on it fail for certain. */
+	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !up->conn.write_failed &&
+	                !up->conn.eof;
 
 	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->down->fd,
 	          ex->target.key, ex->status, ex->resp_sent, up->reused ? "reused" : "new",

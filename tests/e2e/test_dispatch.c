@@ -46,6 +46,12 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 	} else if (strcmp(req->head.target, "/slow") == 0) {
 		origin_pause(c, 300);
 		origin_reply(c, 200, NULL, "slow");
+	} else if (strcmp(req->head.target, "/last") == 0) {
+		/* Keep-alive on paper, then a close with the next request unread: a reset. */
+		origin_pause(c, 200);
+		origin_reply(c, 200, NULL, "last");
+		origin_pause(c, 200);
+		origin_reset(c);
 	} else if (strcmp(req->head.target, "/brief") == 0) {
 		origin_pause(c, 50);
 		origin_reply(c, 200, NULL, "brief");
@@ -331,6 +337,31 @@ client_leaving_the_queue_disturbs_no_one(void)
 }
 
 /*
+ * A queued request is handed a connection that an exchange just finished
+ * with, and the origin resets it: the request is retried on a new
+ * connection like any request on a stale pooled one.
+ */
+static void
+freed_connection_found_dead_is_retried(void)
+{
+	static const char *const args[] = {"--max-conns-per-host", "1", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client a, b;
+
+	proxy_start(&px, args);
+	send_get(&a, og, "/last");
+	wait_connections(og, 1);
+	send_get(&b, og, "/fast");
+	expect_body(&a, 200, "last");
+	expect_body(&b, 200, "fast");
+	assert_int_equal(conn_of(og, "/fast"), 2);
+	assert_int_equal(stats_get(proxy_stats(&px), "retries"), 1);
+	client_close(&a);
+	client_close(&b);
+	proxy_stop(&px);
+}
+
+/*
  * With --no-connect-race a queued request waits for the connect it caused,
  * even when another connection frees up first: the comparison mode.
  */
@@ -369,6 +400,7 @@ main(void)
 		E2E_TEST(cap_holds_under_a_hundred_clients),
 		E2E_TEST(queue_timeout_answers_503),
 		E2E_TEST(client_leaving_the_queue_disturbs_no_one),
+		E2E_TEST(freed_connection_found_dead_is_retried),
 		E2E_TEST(no_connect_race_waits_for_its_own_connect),
 	};
 
