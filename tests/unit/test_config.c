@@ -99,7 +99,7 @@ test_defaults(void **state)
 	assert_true(cfg.client_idle_timeout > 0);
 	assert_true(cfg.max_clients > 0);
 	assert_true(cfg.dns_cache_ttl > 0);
-	assert_int_equal(cfg.max_conns_per_host, 32);
+	assert_int_equal(cfg.max_conns_per_host, 0);
 	assert_true(cfg.queue_timeout == 30);
 	assert_false(cfg.no_connect_race);
 	/* Buffers unset: Linux autotunes them. */
