@@ -246,13 +246,16 @@ flush_local(struct client *c)
 static void
 reply_local(struct client *c, int status, const char *why, bool keep_alive)
 {
+	/* A client sending garbage in a loop must not flood the log. */
+	static struct log_limit refusals = LOG_LIMIT(0.1);
 	struct exchange *ex = &c->ex;
 	char peer[64];
 	ssize_t n;
 
 	kp_stats.responses_local++;
-	log_info("client %s: %s%s%d %s", net_addr_text(&c->peer.sa, peer, sizeof(peer)),
-	         ex->target.key, ex->target.key[0] ? " " : "", status, why);
+	log_limited(&refusals, KP_LOG_INFO, "client %s: %s%s%d %s",
+	            net_addr_text(&c->peer.sa, peer, sizeof(peer)), ex->target.key,
+	            ex->target.key[0] ? " " : "", status, why);
 	exchange_release(ex);
 	/* A final response already began: the only honest signal left is the close. */
 	if (ex->resp != RESP_HEAD) {

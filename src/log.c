@@ -33,25 +33,57 @@ log_enabled(enum log_level level)
 	return level <= threshold;
 }
 
-void
-log_msg(enum log_level level, const char *fmt, ...)
+static void
+log_va(enum log_level level, unsigned suppressed, const char *fmt, va_list ap)
 {
 	char line[1024];
 	struct timeval now;
 	struct tm tm;
-	va_list ap;
 	int n;
 
-	if (!log_enabled(level))
-		return;
 	gettimeofday(&now, NULL);
 	localtime_r(&now.tv_sec, &tm);
 	n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%03ld %s: ",
 	             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
 	             tm.tm_min, tm.tm_sec, (long)(now.tv_usec / 1000), level_names[level]);
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	va_end(ap);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (suppressed && (size_t)n < sizeof(line))
+		snprintf(line + n, sizeof(line) - (size_t)n, " (%u more like it left out)",
+		         suppressed);
 	/* One fputs per line keeps lines whole when stderr is shared. */
 	fprintf(stderr, "%s\n", line);
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	log_va(level, 0, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_limited(struct log_limit *l, enum log_level level, const char *fmt, ...)
+{
+	struct timespec ts;
+	double now;
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (l->last > 0 && now - l->last < l->interval) {
+		l->suppressed++;
+		return;
+	}
+	l->last = now;
+	va_start(ap, fmt);
+	log_va(level, l->suppressed, fmt, ap);
+	va_end(ap);
+	l->suppressed = 0;
 }

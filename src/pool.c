@@ -258,6 +258,15 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 	return true;
 }
 
+bool
+pool_evict_oldest(struct pool *p)
+{
+	if (!p->all_oldest)
+		return false;
+	drop(p->all_oldest, POOL_DROP_EVICTED);
+	return true;
+}
+
 struct pool_entry *
 pool_take(struct pool *p, const char *key)
 {

@@ -1,6 +1,7 @@
 #include "kp/server.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -22,10 +23,54 @@
 /* fds kept back from clients: listener, resolver, stdio, logging. */
 #define FDS_RESERVED 32
 
+/* After descriptors ran out with nothing to give back: try again this much later. */
+#define ACCEPT_RETRY_SECONDS 0.1
+
+static struct log_limit fds_short_log = LOG_LIMIT(10);
+
+bool
+server_free_descriptor(struct server *srv)
+{
+	if (!srv->pool || !pool_evict_oldest(srv->pool))
+		return false;
+	kp_stats.fd_evictions++;
+	return true;
+}
+
+size_t
+server_idle_fd_budget(const struct server *srv)
+{
+	/* Each client may need a second descriptor for its exchange, each pipe two. */
+	uint64_t taken = FDS_RESERVED + 2 * (uint64_t)srv->nclients + 2 * kp_stats.pipes_open;
+
+	return srv->fd_limit > taken ? (size_t)(srv->fd_limit - taken) : 0;
+}
+
+/*
+ * No descriptor for a new client. An idle pooled connection gives way if
+ * there is one; otherwise the listening socket is left alone for a moment
+ * (it stays readable, so watching it would spin) and clients wait in the
+ * kernel's backlog. True: try accepting again now.
+ */
+static bool
+out_of_descriptors(struct server *srv, int err)
+{
+	if (server_free_descriptor(srv))
+		return true;
+	log_limited(&fds_short_log, KP_LOG_WARN,
+	            "accept: %s; new clients wait %g s (raise the fd limit or lower "
+	            "--max-clients)", strerror(err), ACCEPT_RETRY_SECONDS);
+	ev_io_stop(srv->loop, &srv->accept_watcher);
+	ev_timer_set(&srv->accept_retry, ACCEPT_RETRY_SECONDS, 0.);
+	ev_timer_start(srv->loop, &srv->accept_retry);
+	return false;
+}
+
 static void
 accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct server *srv = container_of(w, struct server, accept_watcher);
+	static struct log_limit accept_log = LOG_LIMIT(10);
 
 	(void)loop;
 	(void)revents;
@@ -35,12 +80,13 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		int fd = accept4(srv->listen_fd, &peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				log_warn("accept: %s (raise the fd limit or lower --max-clients)",
-				         strerror(errno));
-			else if (!net_would_block() &&
-			         errno != ECONNABORTED)
-				log_warn("accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE) {
+				if (out_of_descriptors(srv, errno))
+					continue;
+				return;
+			}
+			if (!net_would_block() && errno != ECONNABORTED)
+				log_limited(&accept_log, KP_LOG_WARN, "accept: %s", strerror(errno));
 			break;
 		}
 		if (net_tune(fd, NET_CLIENT, srv->cfg, NULL) < 0)
@@ -52,11 +98,21 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_stop(srv->loop, &srv->accept_watcher);
 }
 
+static void
+accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct server *srv = container_of(w, struct server, accept_retry);
+
+	(void)loop;
+	(void)revents;
+	server_client_closed(srv);
+}
+
 void
 server_client_closed(struct server *srv)
 {
 	if (srv->listen_fd >= 0 && srv->nclients < srv->max_clients &&
-	    !ev_is_active(&srv->accept_watcher))
+	    !ev_is_active(&srv->accept_watcher) && !ev_is_active(&srv->accept_retry))
 		ev_io_start(srv->loop, &srv->accept_watcher);
 }
 
@@ -93,11 +149,12 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
  * raise the soft limit to the hard one and fit the client cap under it.
  */
 static unsigned
-fit_clients_to_fd_limit(unsigned wanted)
+fit_clients_to_fd_limit(struct server *srv, unsigned wanted)
 {
 	struct rlimit rl;
 	rlim_t usable;
 
+	srv->fd_limit = 1024;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return wanted;
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -105,6 +162,7 @@ fit_clients_to_fd_limit(unsigned wanted)
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	srv->fd_limit = rl.rlim_cur == RLIM_INFINITY ? ~0UL : (unsigned long)rl.rlim_cur;
 	usable = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / 2 : 1;
 	if (usable < wanted) {
 		log_info("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
@@ -150,7 +208,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->listen_fd = -1;
-	srv->max_clients = fit_clients_to_fd_limit(cfg->max_clients);
+	srv->max_clients = fit_clients_to_fd_limit(srv, cfg->max_clients);
 	/* Room for the largest head plus the fields the proxy adds to it. */
 	buf_init(cfg->max_header_bytes + 1024);
 	/* Sixteen spare pipes (32 fds) absorb churn without pinning fds for long. */
@@ -178,6 +236,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		return -1;
 	}
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
+	ev_init(&srv->accept_retry, accept_retry_cb);
 	ev_io_start(loop, &srv->accept_watcher);
 	ev_signal_init(&srv->sigint_watcher, signal_cb, SIGINT);
 	ev_signal_start(loop, &srv->sigint_watcher);
@@ -206,6 +265,7 @@ server_shutdown(struct server *srv)
 {
 	if (srv->listen_fd >= 0) {
 		ev_io_stop(srv->loop, &srv->accept_watcher);
+		ev_timer_stop(srv->loop, &srv->accept_retry);
 		net_close(&srv->listen_fd);
 	}
 	while (srv->clients)

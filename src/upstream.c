@@ -164,6 +164,14 @@ upstream_park(struct upstream *up)
 	}
 	buf_put(up->in);
 	up->in = NULL;
+	/* Clients come first: keep no more idle connections than descriptors allow. */
+	while (pool_count(up->srv->pool) > 0 &&
+	       pool_count(up->srv->pool) >= server_idle_fd_budget(up->srv))
+		server_free_descriptor(up->srv);
+	if (server_idle_fd_budget(up->srv) == 0) {
+		upstream_close(up);
+		return;
+	}
 	pool_set_ceiling(up->srv->pool, idle_ceiling());
 	if (!pool_put(up->srv->pool, up->key, &up->idle, timeout)) {
 		upstream_close(up);
@@ -361,6 +369,10 @@ start_one(struct upstream *up, struct connect_attempt *a)
 		else
 			sa->in.sin_port = htons(up->port);
 		a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
+		/* Out of descriptors: an idle connection gives way, once per attempt. */
+		if (a->fd < 0 && (errno == EMFILE || errno == ENFILE) &&
+		    server_free_descriptor(up->srv))
+			a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
 		if (a->fd < 0) {
 			up->last_error = errno;
 			log_debug("upstream %s: connect %s: %s", up->key,

@@ -20,6 +20,22 @@ int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * A line that may repeat (a refused client, descriptors running out) goes
+ * through a limiter: at most one per interval, the next one saying how many
+ * were left out in between.
+ */
+struct log_limit {
+	double interval;       /* seconds between lines */
+	double last;           /* monotonic time of the last line, 0: none yet */
+	unsigned suppressed;   /* lines left out since */
+};
+
+#define LOG_LIMIT(seconds) {.interval = (seconds)}
+
+void log_limited(struct log_limit *l, enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 #define log_error(...) log_msg(KP_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(KP_LOG_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(KP_LOG_INFO, __VA_ARGS__)

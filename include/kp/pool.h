@@ -73,6 +73,12 @@ void pool_set_ceiling(struct pool *p, size_t idle);
  */
 void pool_sweep(struct pool *p);
 
+/*
+ * Lets go of the oldest idle entry of all (through on_drop, as EVICTED):
+ * descriptors ran short. False when the pool is empty.
+ */
+bool pool_evict_oldest(struct pool *p);
+
 /* The most recently used idle entry for key, removed from the pool; or NULL. */
 struct pool_entry *pool_take(struct pool *p, const char *key);
 

@@ -6,6 +6,9 @@
 #ifndef KP_SERVER_H
 #define KP_SERVER_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include <ev.h>
 
 #include "kp/config.h"
@@ -22,12 +25,14 @@ struct server {
 	struct dispatch dispatch;        /* which request gets which upstream connection */
 	int listen_fd;
 	ev_io accept_watcher;
+	ev_timer accept_retry;           /* accepting again after descriptors ran out */
 	ev_signal sigint_watcher, sigterm_watcher;
 	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_prepare reaper;               /* end of each iteration: free the dead */
 	struct client *clients;          /* live clients, for shutdown */
 	unsigned nclients;
 	unsigned max_clients;            /* cfg->max_clients, lowered to fit the fd limit */
+	unsigned long fd_limit;          /* RLIMIT_NOFILE in force */
 	struct upstream *upstreams;      /* live upstream connections, for shutdown */
 	struct client *dead_clients;
 	struct upstream *dead_upstreams;
@@ -42,5 +47,15 @@ void server_shutdown(struct server *srv);
 
 /* A client closed: accepting may resume if the cap held it back. */
 void server_client_closed(struct server *srv);
+
+/*
+ * Descriptors ran out (EMFILE or ENFILE): closes the oldest idle pooled
+ * connection, since a client or a busy exchange needs the descriptor more.
+ * False when none was idle.
+ */
+bool server_free_descriptor(struct server *srv);
+
+/* How many idle pooled connections the descriptor limit leaves room for now. */
+size_t server_idle_fd_budget(const struct server *srv);
 
 #endif

@@ -31,6 +31,7 @@ struct kp_stats {
 	uint64_t pool_idle;            /* idle upstream connections now */
 	uint64_t pool_expired;         /* idle connections closed by the idle timer */
 	uint64_t pool_evicted;         /* idle connections closed to honour a cap */
+	uint64_t fd_evictions;         /* ... of those, to free a descriptor */
 	uint64_t dns_lookups;          /* names sent to the resolver thread */
 	uint64_t dns_cache_hits;
 	uint64_t bytes_to_clients;

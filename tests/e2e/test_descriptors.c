@@ -1,0 +1,145 @@
+/*
+ * Running out of file descriptors never spins. The test lowers the running
+ * daemon's RLIMIT_NOFILE with prlimit(2) (it is our child), so the daemon
+ * believes it has room for thousands of clients and meets EMFILE for real.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "harness.h"
+#include "origin.h"
+
+#define ORIGINS 50
+
+static struct proxy px;
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	origin_reply(c, 200, NULL, "ok");
+}
+
+static void
+limit_daemon(rlim_t n)
+{
+	struct rlimit rl = {n, n};
+
+	if (prlimit(px.pid, RLIMIT_NOFILE, &rl, NULL) != 0)
+		fail_msg("prlimit: %s", strerror(errno));
+}
+
+/* Lines of the daemon's log that contain text. */
+static unsigned
+log_lines_with(const char *text)
+{
+	char *log = read_file_all(px.log_path, NULL);
+	unsigned n = 0;
+
+	for (char *at = log; at && (at = strstr(at, text)) != NULL; at += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+static void
+get_ok(struct origin *og)
+{
+	struct response r;
+	char url[128];
+
+	fetch(px.port, "GET", origin_url(og, "/", url, sizeof(url)), &r);
+	assert_status(&r, 200);
+	response_free(&r);
+}
+
+/*
+ * The reproduction from the issue: 50 idle pooled connections, a limit of
+ * 64, then 40 idle clients. Idle upstream connections give way to clients;
+ * the daemon stays quiet and still serves a request.
+ */
+static void
+idle_connections_give_way_to_clients(void)
+{
+	static struct origin *og[ORIGINS];
+	static struct client cl[40];
+	double cpu0, cpu;
+	unsigned lines0;
+
+	proxy_start(&px, NULL);
+	for (int i = 0; i < ORIGINS; i++) {
+		og[i] = origin_start(handle, NULL);
+		get_ok(og[i]);
+	}
+	limit_daemon(64);
+	lines0 = log_lines_with("\n");
+	cpu0 = proxy_cpu_seconds(&px);
+	for (int i = 0; i < 40; i++)
+		client_open(&cl[i], px.port);
+	sleep_ms(3000);
+	cpu = proxy_cpu_seconds(&px) - cpu0;
+	proxy_assert_alive(&px);
+	if (cpu > 0.5)
+		fail_msg("the daemon used %.2f s of CPU in 3 s while out of descriptors", cpu);
+	if (log_lines_with("\n") - lines0 > 60)
+		fail_msg("%u log lines in 3 s while out of descriptors",
+		         log_lines_with("\n") - lines0);
+	/* Every client got a descriptor from an idle connection: no client waits. */
+	assert_true(stats_get(proxy_stats(&px), "clients") >= ORIGINS + 40);
+	get_ok(og[0]);
+	for (int i = 0; i < 40; i++)
+		client_close(&cl[i]);
+	proxy_stop(&px);
+}
+
+/*
+ * Nothing idle to give back: clients beyond the limit wait in the backlog,
+ * the daemon does not spin, and they are served once others leave.
+ */
+static void
+clients_wait_in_the_backlog_without_spinning(void)
+{
+	static struct client cl[40];
+	struct origin *og = origin_start(handle, NULL);
+	struct response r;
+	double cpu0, cpu;
+	char url[128];
+
+	proxy_start(&px, NULL);
+	limit_daemon(32);
+	cpu0 = proxy_cpu_seconds(&px);
+	for (int i = 0; i < 40; i++)
+		client_open(&cl[i], px.port);
+	sleep_ms(2000);
+	cpu = proxy_cpu_seconds(&px) - cpu0;
+	if (cpu > 0.5)
+		fail_msg("the daemon used %.2f s of CPU in 2 s while out of descriptors", cpu);
+	if (log_lines_with("accept: ") > 2)
+		fail_msg("%u accept warnings in 2 s: not rate-limited", log_lines_with("accept: "));
+	for (int i = 0; i < 30; i++)
+		client_close(&cl[i]);
+	/* The last one waited in the backlog; now it is accepted and served. */
+	client_sendf(&cl[39], "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+	             origin_url(og, "/", url, sizeof(url)));
+	read_response_ok(&cl[39], &r, 0);
+	assert_status(&r, 200);
+	response_free(&r);
+	for (int i = 30; i < 40; i++)
+		client_close(&cl[i]);
+	proxy_stop(&px);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(idle_connections_give_way_to_clients),
+		E2E_TEST(clients_wait_in_the_backlog_without_spinning),
+	};
+
+	return E2E_RUN("descriptors", tests);
+}
