@@ -396,9 +396,10 @@ admit_request(struct client *c)
 	pr.base = base;
 	pr.target = &ex->target;
 	pr.client = &c->peer.sa;
+	pr.auth = c->srv->auth;
 	verdict = policy_check(c->srv->cfg, &pr);
 	if (verdict.status) {
-		refuse(c, verdict.status, verdict.why, !ex->connect);
+		refuse(c, verdict.status, verdict.why, !ex->connect && !verdict.close);
 		return;
 	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,11 @@ config_usage(FILE *out)
 	      "\n"
 	      "  -p, --port PORT              listen port (default 9250)\n"
 	      "  -b, --bind ADDR              listen address, IPv4 or IPv6 (default 127.0.0.1)\n"
+	      "      --allow CIDR                clients that may use the proxy (repeatable; others\n"
+	      "                                  get 403); needed, or --auth-file, to listen on\n"
+	      "                                  an address other than loopback\n"
+	      "      --auth-file FILE            require Basic proxy authentication against the\n"
+	      "                                  user:password lines of FILE (re-read on SIGHUP)\n"
 	      "  -t, --idle-timeout SECONDS   keep an idle upstream connection this long (default 50)\n"
 	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
 	      "  -M, --max-idle N             idle upstream connections kept in all (default 256);\n"
@@ -124,6 +130,8 @@ enum long_only_option {
 	OPT_UPSTREAM_SNDBUF,
 	OPT_CONGESTION,
 	OPT_TCP_KEEPALIVE,
+	OPT_ALLOW,
+	OPT_AUTH_FILE,
 };
 
 static const struct option long_options[] = {
@@ -151,6 +159,8 @@ static const struct option long_options[] = {
 	{"upstream-sndbuf", required_argument, NULL, OPT_UPSTREAM_SNDBUF},
 	{"congestion", required_argument, NULL, OPT_CONGESTION},
 	{"tcp-keepalive", required_argument, NULL, OPT_TCP_KEEPALIVE},
+	{"allow", required_argument, NULL, OPT_ALLOW},
+	{"auth-file", required_argument, NULL, OPT_AUTH_FILE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -219,6 +229,28 @@ parse_port_list(struct kp_config *cfg, const char *s)
 	memcpy(cfg->connect_ports, bits, sizeof(bits));
 	cfg->connect_any_port = false;
 	return 0;
+}
+
+/* Only loopback clients can reach a loopback listener: no rule needed. */
+static bool
+bind_is_loopback(const char *addr)
+{
+	struct cidr c;
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} sa;
+
+	if (cidr_parse(addr, &c) < 0 || strchr(addr, '/'))
+		return false;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa.sa_family = c.family;
+	if (c.family == AF_INET)
+		memcpy(&sa.in.sin_addr, c.addr, 4);
+	else
+		memcpy(&sa.in6.sin6_addr, c.addr, 16);
+	return cidr_is_loopback(&sa.sa);
 }
 
 enum config_parse_result
@@ -346,6 +378,17 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			else
 				cfg->congestion = optarg;
 			break;
+		case OPT_ALLOW:
+			if (cfg->nallow == KP_MAX_CIDRS)
+				bad = "too many --allow ranges (at most 64)";
+			else if (cidr_parse(optarg, &cfg->allow[cfg->nallow]) < 0)
+				bad = "--allow wants an address or a CIDR range such as 192.168.1.0/24";
+			else
+				cfg->nallow++;
+			break;
+		case OPT_AUTH_FILE:
+			cfg->auth_file = optarg;
+			break;
 		case OPT_TCP_KEEPALIVE:
 			if (parse_unsigned(optarg, 0, 32767, &n) < 0)
 				bad = "tcp keepalive must be 0-32767 seconds";
@@ -380,5 +423,13 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
+	if (!cfg->nallow && !cfg->auth_file && !bind_is_loopback(cfg->bind_addr)) {
+		fprintf(err, "keepalive-proxy: listening on %s without --allow or --auth-file would "
+		             "let anyone who reaches it use the proxy; list the clients with --allow "
+		             "CIDR (--allow 0.0.0.0/0 or ::/0 to serve anyone), or require "
+		             "--auth-file\n",
+		        cfg->bind_addr);
+		return CONFIG_ERROR;
+	}
 	return CONFIG_RUN;
 }

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kp/auth.h"
+
 #define VIA_NAME "keepalive-proxy"
 
 /* ---- head parsing --------------------------------------------------------- */
@@ -718,16 +720,23 @@ http_status_reason(int status)
 	switch (status) {
 	case 400: return "Bad Request";
 	case 403: return "Forbidden";
+	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 407: return "Proxy Authentication Required";
 	case 408: return "Request Timeout";
+	case 411: return "Length Required";
+	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
+	case 417: return "Expectation Failed";
+	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
-	default: return "Error";
+	case 505: return "HTTP Version Not Supported";
+	default: return status >= 500 ? "Server Error" : "Client Error";
 	}
 }
 
@@ -735,15 +744,18 @@ ssize_t
 http_write_local_response(char *out, size_t cap, int status, const char *why, bool keep_alive,
                           uint8_t client_minor)
 {
+	/* A 407 without a challenge would leave the client nothing to answer (RFC 9110 15.5.8). */
 	int n = snprintf(out, cap,
 	                 "HTTP/1.1 %d %s\r\n"
 	                 "Content-Type: text/plain; charset=utf-8\r\n"
 	                 "Content-Length: %zu\r\n"
 	                 "%s"
+	                 "%s"
 	                 "\r\n"
 	                 "%s\n",
 	                 status, http_status_reason(status),
 	                 strlen(why) + 1,
+	                 status == 407 ? "Proxy-Authenticate: Basic realm=\"" AUTH_REALM "\"\r\n" : "",
 	                 keep_alive ? (client_minor ? "" : "Connection: keep-alive\r\n")
 	                            : "Connection: close\r\n",
 	                 why);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/auth.h"
 #include "kp/buf.h"
 #include "kp/client.h"
 #include "kp/dns.h"
@@ -136,6 +137,42 @@ stats_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	stats_log_summary();
 }
 
+/* Reads --auth-file; at start a failure is fatal, on SIGHUP the old one stays. */
+static int
+load_auth(struct server *srv)
+{
+	const char *path = srv->cfg->auth_file;
+	struct auth *fresh;
+	char why[256];
+
+	if (!path)
+		return 0;
+	if (!(fresh = auth_load(path, why, sizeof(why)))) {
+		log_error("--auth-file %s: %s%s", path, why,
+		          srv->auth ? "; the users read before stay in force" : "");
+		return -1;
+	}
+	if (auth_file_exposed(path))
+		log_warn("--auth-file %s can be read by other users than its owner: chmod 600 it",
+		         path);
+	auth_free(srv->auth);
+	srv->auth = fresh;
+	log_info("%u proxy user%s from %s", auth_users(fresh), auth_users(fresh) == 1 ? "" : "s",
+	         path);
+	return 0;
+}
+
+static void
+reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct server *srv = container_of(w, struct server, sighup_watcher);
+
+	(void)loop;
+	(void)revents;
+	log_info("SIGHUP: reloading");
+	load_auth(srv);
+}
+
 static void
 signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -227,7 +264,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		log_error("cannot start the resolver thread");
 		return -1;
 	}
-	if (check_upstream_tuning(cfg) < 0)
+	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0)
 		return -1;
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
@@ -244,6 +281,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	ev_signal_start(loop, &srv->sigterm_watcher);
 	ev_signal_init(&srv->sigusr1_watcher, stats_signal_cb, SIGUSR1);
 	ev_signal_start(loop, &srv->sigusr1_watcher);
+	ev_signal_init(&srv->sighup_watcher, reload_signal_cb, SIGHUP);
+	ev_signal_start(loop, &srv->sighup_watcher);
 	ev_prepare_init(&srv->reaper, reaper_cb);
 	ev_prepare_start(loop, &srv->reaper);
 	log_info("keepalive-proxy %s listening on %s%s%s:%u (idle timeout %gs, %u idle per host, "
@@ -285,6 +324,9 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);
 	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
 	ev_signal_stop(srv->loop, &srv->sigusr1_watcher);
+	ev_signal_stop(srv->loop, &srv->sighup_watcher);
+	auth_free(srv->auth);
+	srv->auth = NULL;
 	ev_prepare_stop(srv->loop, &srv->reaper);
 	buf_drain_free_list();
 	stats_log_summary();

@@ -11,10 +11,20 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kp/cidr.h"
+
+/* Ranges --allow may list. */
+#define KP_MAX_CIDRS 64
+
 struct kp_config {
 	/* Listening side. */
 	const char *bind_addr;       /* -b: numeric IPv4 or IPv6 address */
 	unsigned port;               /* -p */
+
+	/* Who may use the proxy. */
+	struct cidr allow[KP_MAX_CIDRS];   /* --allow: client ranges; none given: anyone */
+	unsigned nallow;
+	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
 
 	/* Upstream pool. */
 	double idle_timeout;         /* -t: seconds an idle upstream may wait */

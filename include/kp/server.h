@@ -14,6 +14,7 @@
 #include "kp/config.h"
 #include "kp/dispatch.h"
 
+struct auth;
 struct client;
 struct upstream;
 struct pool;
@@ -28,6 +29,8 @@ struct server {
 	ev_timer accept_retry;           /* accepting again after descriptors ran out */
 	ev_signal sigint_watcher, sigterm_watcher;
 	ev_signal sigusr1_watcher;       /* logs the counters */
+	ev_signal sighup_watcher;        /* re-reads the auth file */
+	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
 	ev_prepare reaper;               /* end of each iteration: free the dead */
 	struct client *clients;          /* live clients, for shutdown */
 	unsigned nclients;

@@ -110,6 +110,39 @@ test_defaults(void **state)
 	assert_int_equal(cfg.verbosity, 0);
 }
 
+/* A listener other than loopback needs a rule for who may use it. */
+static void
+test_open_proxy_refused(void **state)
+{
+	static const char *const open_binds[] = {"0.0.0.0", "::", "192.168.1.1", "fd00::1"};
+	struct outcome o;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(open_binds); i++) {
+		RUN(&o, "-b", (char *)open_binds[i]);
+		assert_int_equal(o.result, CONFIG_ERROR);
+		if (!strstr(o.err, "--allow") || !strstr(o.err, "--auth-file"))
+			fail_msg("-b %s: the refusal does not say what to do: %s", open_binds[i], o.err);
+		outcome_free(&o);
+	}
+	RUN(&o, "-b", "127.0.0.2");
+	assert_int_equal(o.result, CONFIG_RUN);
+	outcome_free(&o);
+	RUN(&o, "-b", "::1");
+	assert_int_equal(o.result, CONFIG_RUN);
+	outcome_free(&o);
+	RUN(&o, "-b", "0.0.0.0", "--allow", "192.168.1.0/24", "--allow", "fd00::/8");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.nallow, 2);
+	assert_int_equal(o.cfg.allow[0].prefix, 24);
+	assert_int_equal(o.cfg.allow[1].prefix, 8);
+	outcome_free(&o);
+	RUN(&o, "-b", "::", "--auth-file", "/etc/keepalive-proxy/users");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_string_equal(o.cfg.auth_file, "/etc/keepalive-proxy/users");
+	outcome_free(&o);
+}
+
 static void
 test_dispatch_and_tuning_options(void **state)
 {
@@ -182,7 +215,7 @@ test_long_options(void **state)
 	struct outcome o;
 
 	(void)state;
-	RUN(&o, "--port", "8081", "--bind", "0.0.0.0", "--idle-timeout", "2.5",
+	RUN(&o, "--port", "8081", "--bind", "0.0.0.0", "--allow", "0.0.0.0/0", "--idle-timeout", "2.5",
 	    "--max-idle-per-host", "3", "--max-idle", "4", "--connect-timeout", "1.5",
 	    "--response-timeout", "30", "--io-timeout", "120", "--client-timeout", "15",
 	    "--max-header-size", "65536", "--max-url-size", "4096", "--max-clients", "500",
@@ -328,6 +361,11 @@ static const struct error_case errors[] = {
 	{{"--tcp-keepalive", "32768"}, "tcp keepalive"},
 	{{"--tcp-keepalive", "-1"}, "tcp keepalive"},
 	{{"--no-connect-race=1"}, "keepalive-proxy:"},
+	{{"--allow", "10.0.0.0/33"}, "--allow"},
+	{{"--allow", "example.com"}, "--allow"},
+	{{"--allow", "10.0.0.0/"}, "--allow"},
+	{{"--allow", "::/129"}, "--allow"},
+	{{"--auth-file"}, "needs a value"},
 	{{"-x"}, "unknown option"},
 	{{"--bogus"}, "unknown option"},
 	{{"--bogus=1"}, "unknown option"},
@@ -375,7 +413,7 @@ test_help(void **state)
 		"--max-header-size", "--max-url-size", "--max-clients", "--dns-ttl", "--verbose",
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
-		"--tcp-keepalive",
+		"--tcp-keepalive", "--allow", "--auth-file",
 	};
 	struct outcome o;
 
@@ -472,6 +510,7 @@ main(void)
 		cmocka_unit_test(test_option_spellings),
 		cmocka_unit_test(test_boundaries),
 		cmocka_unit_test(test_dispatch_and_tuning_options),
+		cmocka_unit_test(test_open_proxy_refused),
 		cmocka_unit_test(test_url_limit_follows_head_limit),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),

@@ -1,0 +1,277 @@
+/*
+ * Who may use the proxy: --allow ranges, Basic proxy authentication from
+ * --auth-file (plain requests and CONNECT alike, with real curl too), the
+ * file re-read on SIGHUP, and the refusal to start as an open proxy.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+#include "origin.h"
+
+static struct proxy px;
+
+/* base64("alice:open sesame") and base64("alice:new secret"). */
+#define ALICE_OLD "Basic YWxpY2U6b3BlbiBzZXNhbWU="
+#define ALICE_NEW "Basic YWxpY2U6bmV3IHNlY3JldA=="
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	origin_reply(c, 200, NULL, "ok");
+}
+
+static void
+raw_echo(struct origin_conn *c, void *arg)
+{
+	(void)arg;
+	origin_echo(c, 5000, NULL);
+}
+
+/* Writes the users file; a new one in a fresh directory unless rewrite names it. */
+static const char *
+users_file(const char *rewrite, const char *text, mode_t mode)
+{
+	static char path[512];
+	FILE *f;
+
+	if (!rewrite)
+		snprintf(path, sizeof(path), "%s/users", harness_temp_dir());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, mode);
+	return path;
+}
+
+/* One GET on a new connection with an optional Proxy-Authorization value. */
+static void
+get_with(struct origin *og, const char *credentials, struct response *r)
+{
+	struct client c;
+	char url[128];
+
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n",
+	             origin_url(og, "/", url, sizeof(url)),
+	             credentials ? "Proxy-Authorization: " : "", credentials ? credentials : "",
+	             credentials ? "\r\n" : "");
+	read_response_ok(&c, r, 0);
+	client_close(&c);
+}
+
+static unsigned
+log_count(const char *text)
+{
+	char *log = read_file_all(px.log_path, NULL);
+	unsigned n = 0;
+
+	for (char *at = log; at && (at = strstr(at, text)) != NULL; at += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
+static void
+clients_outside_allow_get_403(void)
+{
+	static const char *const outside[] = {"--allow", "10.0.0.0/8", "--allow", "fd00::/8", NULL};
+	static const char *const inside[] = {"--allow", "10.0.0.0/8", "--allow", "127.0.0.1",
+	                                     NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char url[128];
+
+	proxy_start(&px, outside);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", origin_url(og, "/", url, sizeof(url)));
+	read_response_ok(&c, &r, 0);
+	assert_status(&r, 403);
+	response_free(&r);
+	assert_client_eof(&c, 2000);
+	client_close(&c);
+	/* A burst of refusals leaves a bounded log. */
+	for (int i = 0; i < 50; i++) {
+		get_with(og, NULL, &r);
+		assert_status(&r, 403);
+		response_free(&r);
+	}
+	if (log_count(" 403 ") > 15)
+		fail_msg("%u log lines for 51 refusals in a burst", log_count(" 403 "));
+	assert_int_equal(origin_connection_count(og), 0);
+	proxy_stop(&px);
+
+	proxy_start(&px, inside);
+	get_with(og, NULL, &r);
+	assert_status(&r, 200);
+	response_free(&r);
+	proxy_stop(&px);
+}
+
+static void
+missing_or_wrong_credentials_get_407(void)
+{
+	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
+	const char *args[] = {"--auth-file", users, NULL};
+	struct origin *og = origin_start(handle, NULL);
+	const struct origin_request *seen;
+	struct response r;
+
+	proxy_start(&px, args);
+	get_with(og, NULL, &r);
+	assert_status(&r, 407);
+	assert_non_null(resp_header(&r, "Proxy-Authenticate"));
+	assert_string_equal(resp_header(&r, "Proxy-Authenticate"), "Basic realm=\"keepalive-proxy\"");
+	response_free(&r);
+	get_with(og, "Basic YWxpY2U6d3Jvbmc=", &r);   /* alice:wrong */
+	assert_status(&r, 407);
+	response_free(&r);
+	assert_int_equal(origin_connection_count(og), 0);
+	get_with(og, ALICE_OLD, &r);
+	assert_status(&r, 200);
+	response_free(&r);
+	/* The credentials are for the proxy: the origin never sees them. */
+	seen = origin_last_request(og);
+	assert_null(headers_get(&seen->head.headers, "Proxy-Authorization"));
+	assert_int_equal(log_count("can be read by other users"), 0);
+	proxy_stop(&px);
+}
+
+static void
+connect_needs_credentials_too(void)
+{
+	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
+	const char *args[] = {"--auth-file", users, "--connect-ports", "*", NULL};
+	struct origin *og = origin_start_raw(raw_echo, NULL);
+	struct client c;
+	struct response r;
+	char authority[64];
+
+	proxy_start(&px, args);
+	snprintf(authority, sizeof(authority), "127.0.0.1:%d", origin_port(og));
+	assert_int_equal(client_connect(&c, px.port, authority, &r), 407);
+	assert_non_null(resp_header(&r, "Proxy-Authenticate"));
+	response_free(&r);
+	client_close(&c);
+	assert_int_equal(origin_connection_count(og), 0);
+
+	client_open(&c, px.port);
+	client_sendf(&c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n",
+	             authority, authority, ALICE_OLD);
+	read_response_ok(&c, &r, RESP_CONNECT);
+	assert_status(&r, 200);
+	response_free(&r);
+	client_close(&c);
+	proxy_stop(&px);
+}
+
+/* Real curl: -U sends the credentials after the 407; without them curl fails. */
+static void
+curl_with_and_without_credentials(void)
+{
+	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
+	const char *args[] = {"--auth-file", users, NULL};
+	const char *curl = require_program("curl", "KP_CURL");
+	struct origin *og = origin_start(handle, NULL);
+	char proxy_url[64], url[128], out[512];
+
+	proxy_start(&px, args);
+	snprintf(proxy_url, sizeof(proxy_url), "http://127.0.0.1:%d", px.port);
+	origin_url(og, "/", url, sizeof(url));
+	snprintf(out, sizeof(out), "%s/body", harness_temp_dir());
+	{
+		const char *argv[] = {curl, "-sS", "-f", "-o", out, "-x", proxy_url, "-U",
+		                      "alice:open sesame", url, NULL};
+
+		assert_int_equal(run_process(argv, NULL, 10000), 0);
+	}
+	{
+		/* -f: an HTTP error (the 407) is exit status 22. */
+		const char *argv[] = {curl, "-sS", "-f", "-o", out, "-x", proxy_url, url, NULL};
+
+		assert_int_equal(run_process(argv, NULL, 10000), 22);
+	}
+	proxy_stop(&px);
+}
+
+static void
+sighup_rereads_the_file(void)
+{
+	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
+	const char *args[] = {"--auth-file", users, NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct response r;
+
+	proxy_start(&px, args);
+	users_file(users, "alice:new secret\n", 0600);
+	kill(px.pid, SIGHUP);
+	for (int i = 0; i < 100 && log_count("SIGHUP") == 0; i++)
+		sleep_ms(10);
+	sleep_ms(50);
+	get_with(og, ALICE_OLD, &r);
+	assert_status(&r, 407);
+	response_free(&r);
+	get_with(og, ALICE_NEW, &r);
+	assert_status(&r, 200);
+	response_free(&r);
+	/* A broken file on reload keeps the users read before. */
+	users_file(users, "no colon here\n", 0600);
+	kill(px.pid, SIGHUP);
+	sleep_ms(200);
+	get_with(og, ALICE_NEW, &r);
+	assert_status(&r, 200);
+	response_free(&r);
+	assert_int_equal(log_count("stay in force"), 1);
+	proxy_stop(&px);
+}
+
+static void
+exposed_file_warned_about(void)
+{
+	const char *users = users_file(NULL, "alice:open sesame\n", 0644);
+	const char *args[] = {"--auth-file", users, NULL};
+
+	proxy_start(&px, args);
+	assert_int_equal(log_count("can be read by other users"), 1);
+	proxy_stop(&px);
+}
+
+/* Listening beyond loopback with no rule for who may use it: refused at start. */
+static void
+open_proxy_refused_at_start(void)
+{
+	char port[16], log_path[512];
+	const char *argv[] = {getenv("KP_BINARY"), "-p", port, "-b", "0.0.0.0", NULL};
+	char *log;
+
+	snprintf(port, sizeof(port), "%d", free_port());
+	snprintf(log_path, sizeof(log_path), "%s/start.log", harness_temp_dir());
+	assert_int_equal(run_process(argv, log_path, 5000), 2);
+	log = read_file_all(log_path, NULL);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "--allow"));
+	free(log);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(clients_outside_allow_get_403),
+		E2E_TEST(missing_or_wrong_credentials_get_407),
+		E2E_TEST(connect_needs_credentials_too),
+		E2E_TEST(curl_with_and_without_credentials),
+		E2E_TEST(sighup_rereads_the_file),
+		E2E_TEST(exposed_file_warned_about),
+		E2E_TEST(open_proxy_refused_at_start),
+	};
+
+	return E2E_RUN("access", tests);
+}
