@@ -59,6 +59,38 @@ touch(struct client *c)
 	c->last_activity = ev_now(c->srv->loop);
 }
 
+/*
+ * When the current wait runs out: the state's timeout after the last
+ * progress, and while a head is half read, --header-timeout after its
+ * first byte, however much trickles in meanwhile.
+ */
+static ev_tstamp
+deadline(const struct client *c)
+{
+	ev_tstamp at = c->last_activity + state_timeout(c);
+
+	if (c->state == CLIENT_READING_HEAD && c->head_started > 0 &&
+	    c->head_started + c->srv->cfg->header_timeout < at)
+		at = c->head_started + c->srv->cfg->header_timeout;
+	return at;
+}
+
+/* The first bytes of a head arrived: its own deadline starts now. */
+static void
+head_begins(struct client *c)
+{
+	ev_tstamp left;
+
+	if (c->head_started > 0)
+		return;
+	c->head_started = ev_now(c->srv->loop);
+	left = deadline(c) - c->head_started;
+	if (left < c->timer.repeat || !ev_is_active(&c->timer)) {
+		c->timer.repeat = left > 0 ? left : 0.001;
+		ev_timer_again(c->srv->loop, &c->timer);
+	}
+}
+
 /* The deadline moved to another kind of wait: count it from now. */
 static void
 rearm(struct client *c)
@@ -452,10 +484,12 @@ process_input(struct client *c)
 		}
 		switch (http_parse_head(&c->parser, buf_head(c->in), buf_len(c->in))) {
 		case HTTP_PARSE_MORE:
-			if (c->conn.eof)
+			if (c->conn.eof) {
 				client_close(c);
-			else
+			} else {
+				head_begins(c);
 				sync_watchers(c);
+			}
 			c->processing_input = false;
 			return;
 		case HTTP_PARSE_ERROR:
@@ -463,6 +497,7 @@ process_input(struct client *c)
 			            http_parser_error_text(&c->parser), false);
 			break;
 		case HTTP_PARSE_DONE:
+			c->head_started = 0;
 			admit_request(c);
 			break;
 		}
@@ -544,7 +579,7 @@ static void
 timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct client *c = container_of(w, struct client, timer);
-	ev_tstamp left = c->last_activity + state_timeout(c) - ev_now(loop);
+	ev_tstamp left = deadline(c) - ev_now(loop);
 
 	(void)revents;
 	if (left > 0.001) {
@@ -554,6 +589,7 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	switch (c->state) {
 	case CLIENT_READING_HEAD:
+		c->head_started = 0;
 		if (c->in && buf_len(c->in))
 			reply_local(c, 408, "request head not received in time", false);
 		else

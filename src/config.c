@@ -41,6 +41,12 @@ config_defaults(struct kp_config *cfg)
 	cfg->response_timeout = 60;
 	cfg->io_timeout = 300;
 	cfg->client_idle_timeout = 60;
+	/*
+	 * A head is a few hundred bytes and arrives in one round trip; 30 s is
+	 * ample for the slowest link, and a client trickling a byte at a time
+	 * no longer holds its connection for as long as it likes.
+	 */
+	cfg->header_timeout = 30;
 	cfg->max_header_bytes = 32768;
 	cfg->max_url_bytes = 8192;
 	cfg->max_clients = 10000;
@@ -88,6 +94,8 @@ config_usage(FILE *out)
 	      "      --response-timeout SECONDS  wait for a response header, then 504 (default 60)\n"
 	      "      --io-timeout SECONDS        close an exchange that makes no progress (default 300)\n"
 	      "      --client-timeout SECONDS    close an idle client connection (default 60)\n"
+	      "      --header-timeout SECONDS    answer 408 when a request head takes longer\n"
+	      "                                  than this from its first byte (default 30)\n"
 	      "      --max-header-size BYTES     largest request or response head (default 32768)\n"
 	      "      --max-url-size BYTES        longest request-target (default 8192)\n"
 	      "      --max-clients N             client connections at once (default 10000)\n"
@@ -132,6 +140,7 @@ enum long_only_option {
 	OPT_TCP_KEEPALIVE,
 	OPT_ALLOW,
 	OPT_AUTH_FILE,
+	OPT_HEADER_TIMEOUT,
 };
 
 static const struct option long_options[] = {
@@ -161,6 +170,7 @@ static const struct option long_options[] = {
 	{"tcp-keepalive", required_argument, NULL, OPT_TCP_KEEPALIVE},
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"auth-file", required_argument, NULL, OPT_AUTH_FILE},
+	{"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -385,6 +395,10 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 				bad = "--allow wants an address or a CIDR range such as 192.168.1.0/24";
 			else
 				cfg->nallow++;
+			break;
+		case OPT_HEADER_TIMEOUT:
+			if (parse_seconds(optarg, &cfg->header_timeout) < 0)
+				bad = "header timeout must be a number of seconds above 0";
 			break;
 		case OPT_AUTH_FILE:
 			cfg->auth_file = optarg;

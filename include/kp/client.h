@@ -33,6 +33,7 @@ struct client {
 	struct conn conn;             /* the client's socket; conn.eof: it shut its sending side */
 	ev_timer timer;               /* one deadline, recomputed from last_activity */
 	ev_tstamp last_activity;
+	ev_tstamp head_started;       /* first byte of the head being read; 0: none yet */
 	struct server *srv;
 	struct client *prev, *next;   /* the server's live list */
 	struct client *dead_next;

@@ -47,6 +47,7 @@ struct kp_config {
 	double response_timeout;     /* request sent, no response header yet: 504 */
 	double io_timeout;           /* no progress on an exchange in either direction */
 	double client_idle_timeout;  /* keep-alive client with no request in flight */
+	double header_timeout;       /* one request head, from its first byte: then 408 */
 
 	/* Limits. */
 	size_t max_header_bytes;     /* request or response head; larger gets 431/502 */

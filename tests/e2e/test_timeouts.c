@@ -1,8 +1,10 @@
 /*
  * Timeouts on the client side and in the middle of an exchange:
  * --client-timeout closes idle client connections, --io-timeout ends an
- * exchange whose origin stalls half-way through a body.
+ * exchange whose origin stalls half-way through a body, --header-timeout
+ * cuts off a client that trickles its request head.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -104,12 +106,49 @@ stalled_origin_body_ends_exchange(void)
 	proxy_stop(&px);
 }
 
+/*
+ * A byte every 200 ms keeps resetting the idle timeout but not the head's:
+ * 408 after --header-timeout, counted from the first byte.
+ */
+static void
+trickled_head_gets_408(void)
+{
+	static const char *const args[] = {"--header-timeout", "1", "--client-timeout", "10",
+	                                   NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	char head[256], url[128];
+	double t0, took;
+	size_t sent = 0;
+
+	proxy_start(&px, args);
+	snprintf(head, sizeof(head), "GET %s HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+	         origin_url(og, "/ok", url, sizeof(url)));
+	client_open(&c, px.port);
+	t0 = now_s();
+	/* Until the proxy answers: then the socket turns readable. */
+	for (struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+	     now_s() - t0 < 4 && poll(&pfd, 1, 200) == 0; sent++)
+		client_send(&c, sent < strlen(head) ? head + sent : "a", 1);
+	read_response_ok(&c, &r, 0);
+	took = now_s() - t0;
+	assert_status(&r, 408);
+	response_free(&r);
+	if (took < 0.8 || took > 2.5)
+		fail_msg("408 after %.2f s with --header-timeout 1", took);
+	assert_int_equal(origin_request_count(og), 0);
+	client_close(&c);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(idle_client_is_closed),
 		E2E_TEST(stalled_origin_body_ends_exchange),
+		E2E_TEST(trickled_head_gets_408),
 	};
 
 	return E2E_RUN("e2e_timeouts", tests);

@@ -107,6 +107,7 @@ test_defaults(void **state)
 	assert_int_equal(cfg.upstream_sndbuf, 0);
 	assert_null(cfg.congestion);
 	assert_int_equal(cfg.tcp_keepalive, 15);
+	assert_true(cfg.header_timeout == 30);
 	assert_int_equal(cfg.verbosity, 0);
 }
 
@@ -366,6 +367,8 @@ static const struct error_case errors[] = {
 	{{"--allow", "10.0.0.0/"}, "--allow"},
 	{{"--allow", "::/129"}, "--allow"},
 	{{"--auth-file"}, "needs a value"},
+	{{"--header-timeout", "0"}, "header timeout"},
+	{{"--header-timeout", "x"}, "header timeout"},
 	{{"-x"}, "unknown option"},
 	{{"--bogus"}, "unknown option"},
 	{{"--bogus=1"}, "unknown option"},
@@ -413,7 +416,7 @@ test_help(void **state)
 		"--max-header-size", "--max-url-size", "--max-clients", "--dns-ttl", "--verbose",
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
-		"--tcp-keepalive", "--allow", "--auth-file",
+		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout",
 	};
 	struct outcome o;
 
