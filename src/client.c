@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/cidr.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
@@ -401,6 +402,7 @@ admit_request(struct client *c)
 
 	kp_stats.requests++;
 	exchange_open(ex, h);
+	ex->restricted = !cidr_is_loopback(&c->peer.sa);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->conn.fd,
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);

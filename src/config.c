@@ -79,6 +79,10 @@ config_usage(FILE *out)
 	      "                                  an address other than loopback\n"
 	      "      --auth-file FILE            require Basic proxy authentication against the\n"
 	      "                                  user:password lines of FILE (re-read on SIGHUP)\n"
+	      "      --deny-dest CIDR            destinations no client may reach (repeatable)\n"
+	      "      --allow-dest CIDR           destinations clients beyond this machine may\n"
+	      "                                  reach after all: loopback, link-local and this\n"
+	      "                                  machine's own addresses are refused to them\n"
 	      "  -t, --idle-timeout SECONDS   keep an idle upstream connection this long (default 50)\n"
 	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
 	      "  -M, --max-idle N             idle upstream connections kept in all (default 256);\n"
@@ -141,6 +145,8 @@ enum long_only_option {
 	OPT_ALLOW,
 	OPT_AUTH_FILE,
 	OPT_HEADER_TIMEOUT,
+	OPT_DENY_DEST,
+	OPT_ALLOW_DEST,
 };
 
 static const struct option long_options[] = {
@@ -171,6 +177,8 @@ static const struct option long_options[] = {
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"auth-file", required_argument, NULL, OPT_AUTH_FILE},
 	{"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+	{"deny-dest", required_argument, NULL, OPT_DENY_DEST},
+	{"allow-dest", required_argument, NULL, OPT_ALLOW_DEST},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -239,6 +247,25 @@ parse_port_list(struct kp_config *cfg, const char *s)
 	memcpy(cfg->connect_ports, bits, sizeof(bits));
 	cfg->connect_any_port = false;
 	return 0;
+}
+
+/* Appends a range to a list; NULL, or what is wrong. */
+static const char *
+add_range(struct cidr *list, unsigned *n, const char *text, const char *flag)
+{
+	static char why[96];
+
+	if (*n == KP_MAX_CIDRS) {
+		snprintf(why, sizeof(why), "too many %s ranges (at most %d)", flag, KP_MAX_CIDRS);
+		return why;
+	}
+	if (cidr_parse(text, &list[*n]) < 0) {
+		snprintf(why, sizeof(why), "%s wants an address or a range such as 192.168.1.0/24",
+		         flag);
+		return why;
+	}
+	(*n)++;
+	return NULL;
 }
 
 /* Only loopback clients can reach a loopback listener: no rule needed. */
@@ -389,12 +416,13 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 				cfg->congestion = optarg;
 			break;
 		case OPT_ALLOW:
-			if (cfg->nallow == KP_MAX_CIDRS)
-				bad = "too many --allow ranges (at most 64)";
-			else if (cidr_parse(optarg, &cfg->allow[cfg->nallow]) < 0)
-				bad = "--allow wants an address or a CIDR range such as 192.168.1.0/24";
-			else
-				cfg->nallow++;
+			bad = add_range(cfg->allow, &cfg->nallow, optarg, "--allow");
+			break;
+		case OPT_DENY_DEST:
+			bad = add_range(cfg->deny_dest, &cfg->ndeny_dest, optarg, "--deny-dest");
+			break;
+		case OPT_ALLOW_DEST:
+			bad = add_range(cfg->allow_dest, &cfg->nallow_dest, optarg, "--allow-dest");
 			break;
 		case OPT_HEADER_TIMEOUT:
 			if (parse_seconds(optarg, &cfg->header_timeout) < 0)

@@ -24,6 +24,7 @@ struct dispatch_host {
 	struct dispatch_host *check_next;
 	bool to_check;                   /* on d->to_check */
 	uint16_t port;
+	bool restricted;                 /* its connections obey the destination rules */
 	char name[256];
 };
 
@@ -42,13 +43,14 @@ host_find(const struct dispatch *d, const char *key)
 }
 
 static struct dispatch_host *
-host_get(struct dispatch *d, const char *name, uint16_t port, const char *key)
+host_get(struct dispatch *d, const char *name, uint16_t port, const char *key, bool restricted)
 {
 	struct dispatch_host *h = TABLE_GET(&d->hosts, key, struct dispatch_host, node);
 
 	if (h && !h->d) {
 		h->d = d;
 		h->port = port;
+		h->restricted = restricted;
 		snprintf(h->name, sizeof(h->name), "%s", name);
 	}
 	return h;
@@ -165,6 +167,7 @@ start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
 	}
 	kp_stats.connects_started++;
 	up->host = h;
+	up->restricted = h->restricted;
 	h->open++;
 	up->bound = bound;
 	if (!bound)
@@ -176,7 +179,7 @@ start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
 
 void
 dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *name, uint16_t port,
-                 const char *key, enum dispatch_how how)
+                 const char *key, enum dispatch_how how, bool restricted)
 {
 	struct dispatch_host *h;
 	struct upstream *up;
@@ -192,13 +195,14 @@ dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *name
 			return;
 		}
 		kp_stats.connects_started++;
+		up->restricted = restricted;
 		up->bound = true;
 		up->trigger = w;
 		w->connect = up;
 		upstream_connect(up);
 		return;
 	}
-	if (!(h = host_get(d, name, port, key))) {
+	if (!(h = host_get(d, name, port, key, restricted))) {
 		w->failed(w, 503, "out of memory");
 		return;
 	}

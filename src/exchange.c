@@ -99,11 +99,13 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	struct buf *in = *ex->down_in;
 	ssize_t n;
 
+	/* Clients beyond this machine never share a connection with local ones. */
+	snprintf(ex->key, sizeof(ex->key), "%s%s", ex->target.key, ex->restricted ? " (lan)" : "");
 	if (ex->connect) {
 		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
 		buf_consume(in, h->head_len);
 		dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-		                 ex->target.key, DISPATCH_TUNNEL);
+		                 ex->key, DISPATCH_TUNNEL, ex->restricted);
 		return 0;
 	}
 	ex->upgrade = http_wants_upgrade(h);
@@ -120,7 +122,7 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	ex->req_head->end = (size_t)n;
 	buf_consume(in, h->head_len);
 	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-	                 ex->target.key, DISPATCH_ANY);
+	                 ex->key, DISPATCH_ANY, ex->restricted);
 	return 0;
 }
 
@@ -337,7 +339,7 @@ upstream_lost(struct exchange *ex, const char *why)
 	ex->ops->progress(ex, true);
 	/* The new connect takes the dead one's place under the host's cap before it goes. */
 	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-	                 ex->target.key, DISPATCH_FRESH);
+	                 ex->key, DISPATCH_FRESH, ex->restricted);
 	upstream_close(dead);
 }
 

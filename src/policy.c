@@ -1,5 +1,9 @@
 #include "kp/policy.h"
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <string.h>
+
 #include "kp/auth.h"
 #include "kp/cidr.h"
 
@@ -50,4 +54,57 @@ policy_check(const struct kp_config *cfg, const struct policy_request *r)
 		v.why = "bad port";
 	}
 	return v;
+}
+
+/* Never for a client beyond this machine: the machine itself and its links. */
+static const char *const private_to_the_host[] = {
+	"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "255.255.255.255",
+	"::/128", "::1", "fe80::/10", "ff00::/8",
+};
+
+bool
+policy_dest_allowed(const struct kp_config *cfg, const struct cidr *own, unsigned nown,
+                    bool restricted, const struct sockaddr *dst)
+{
+	enum { N = sizeof(private_to_the_host) / sizeof(private_to_the_host[0]) };
+	static struct cidr builtin[N];
+	static bool parsed;
+
+	if (cidr_any_match(cfg->deny_dest, cfg->ndeny_dest, dst))
+		return false;
+	if (!restricted || cidr_any_match(cfg->allow_dest, cfg->nallow_dest, dst))
+		return true;
+	/* Constants, parsed once: the same for every loop and every server. */
+	for (unsigned i = 0; !parsed && i < N; i++)
+		cidr_parse(private_to_the_host[i], &builtin[i]);
+	parsed = true;
+	return !cidr_any_match(builtin, N, dst) && !cidr_any_match(own, nown, dst);
+}
+
+unsigned
+policy_own_addresses(struct cidr *out, unsigned max)
+{
+	struct ifaddrs *list, *ifa;
+	unsigned n = 0;
+
+	if (getifaddrs(&list) < 0)
+		return 0;
+	for (ifa = list; ifa && n < max; ifa = ifa->ifa_next) {
+		const struct sockaddr *sa = ifa->ifa_addr;
+
+		if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].family = (uint8_t)sa->sa_family;
+		if (sa->sa_family == AF_INET) {
+			memcpy(out[n].addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+			out[n].prefix = 32;
+		} else {
+			memcpy(out[n].addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+			out[n].prefix = 128;
+		}
+		n++;
+	}
+	freeifaddrs(list);
+	return n;
 }

@@ -14,6 +14,7 @@
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/policy.h"
 #include "kp/pool.h"
 #include "kp/splice.h"
 #include "kp/stats.h"
@@ -170,6 +171,7 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)loop;
 	(void)revents;
 	log_info("SIGHUP: reloading");
+	srv->nown = policy_own_addresses(srv->own, 64);
 	load_auth(srv);
 }
 
@@ -266,6 +268,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0)
 		return -1;
+	srv->nown = policy_own_addresses(srv->own, 64);
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
 		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,

@@ -8,6 +8,7 @@
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/policy.h"
 #include "kp/server.h"
 #include "kp/stats.h"
 
@@ -268,7 +269,11 @@ fail(struct upstream *up)
 	int err = up->last_error;
 
 	kp_stats.upstream_connect_failures++;
-	if (err == ETIMEDOUT)
+	if (up->refused == up->addrs.count)
+		dispatch_connect_failed(up, 403,
+		                        "the destination is not reachable from your network "
+		                        "through this proxy (see --allow-dest)");
+	else if (err == ETIMEDOUT)
 		dispatch_connect_failed(up, 504, "timed out connecting to the origin");
 	else
 		dispatch_connect_failed(up, 502, err ? strerror(err) : "cannot connect to the origin");
@@ -368,6 +373,16 @@ start_one(struct upstream *up, struct connect_attempt *a)
 			sa->in6.sin6_port = htons(up->port);
 		else
 			sa->in.sin_port = htons(up->port);
+		if (!policy_dest_allowed(up->srv->cfg, up->srv->own, up->srv->nown, up->restricted,
+		                         &sa->sa)) {
+			static struct log_limit refusals = LOG_LIMIT(1);
+
+			log_limited(&refusals, KP_LOG_INFO, "upstream %s: %s refused by the "
+			            "destination rules", up->key, net_addr_text(&sa->sa, addr, sizeof(addr)));
+			up->refused++;
+			up->last_error = EACCES;
+			continue;
+		}
 		a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
 		/* Out of descriptors: an idle connection gives way, once per attempt. */
 		if (a->fd < 0 && (errno == EMFILE || errno == ENFILE) &&

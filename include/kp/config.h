@@ -26,6 +26,12 @@ struct kp_config {
 	unsigned nallow;
 	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
 
+	/* Where it may go. */
+	struct cidr deny_dest[KP_MAX_CIDRS];    /* --deny-dest: for every client */
+	unsigned ndeny_dest;
+	struct cidr allow_dest[KP_MAX_CIDRS];   /* --allow-dest: exceptions to the built-in rule */
+	unsigned nallow_dest;
+
 	/* Upstream pool. */
 	double idle_timeout;         /* -t: seconds an idle upstream may wait */
 	unsigned max_idle_per_host;  /* idle upstreams kept per host:port */

@@ -70,6 +70,8 @@ struct exchange {
 	enum request_phase req;
 	enum response_phase resp;
 	struct http_target target;
+	bool restricted;              /* the client is beyond this machine (set by the owner) */
+	char key[280];                /* dispatch key: target.key, set apart when restricted */
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
 	size_t req_head_sent;
 	struct framer req_body;

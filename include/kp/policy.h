@@ -29,4 +29,19 @@ struct policy_verdict {
 
 struct policy_verdict policy_check(const struct kp_config *cfg, const struct policy_request *r);
 
+/*
+ * May a connection to dst be made? --deny-dest refuses it for everyone.
+ * For a restricted requester (a client not on this machine) loopback,
+ * link-local, unspecified and multicast addresses and this machine's own
+ * (own, nown) are refused too, unless --allow-dest lists them: a LAN client
+ * must not reach the router's admin page through the proxy. Checked for
+ * every address a name resolves to, at connect time, so a name that
+ * resolves differently later (DNS rebinding) cannot slip past.
+ */
+bool policy_dest_allowed(const struct kp_config *cfg, const struct cidr *own, unsigned nown,
+                         bool restricted, const struct sockaddr *dst);
+
+/* This machine's addresses (getifaddrs); how many were stored, at most max. */
+unsigned policy_own_addresses(struct cidr *out, unsigned max);
+
 #endif

@@ -11,6 +11,7 @@
 
 #include <ev.h>
 
+#include "kp/cidr.h"
 #include "kp/config.h"
 #include "kp/dispatch.h"
 
@@ -31,6 +32,8 @@ struct server {
 	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_signal sighup_watcher;        /* re-reads the auth file */
 	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
+	struct cidr own[64];             /* this machine's addresses, refused to LAN clients */
+	unsigned nown;                   /* read at start and on SIGHUP */
 	ev_prepare reaper;               /* end of each iteration: free the dead */
 	struct client *clients;          /* live clients, for shutdown */
 	unsigned nclients;

@@ -66,6 +66,8 @@ struct upstream {
 	struct upstream_waiter *trigger;  /* RESOLVING/CONNECTING: whose arrival started it */
 	struct dispatch_host *host;  /* counted against this host's cap; NULL: not counted */
 	bool bound;                  /* the connect belongs to trigger alone (fresh, tunnel) */
+	bool restricted;             /* for clients beyond this machine: destination rules apply */
+	unsigned refused;            /* addresses the destination rules refused */
 	struct buf *in;              /* response bytes not yet forwarded; NULL when idle */
 	struct http_parser parser;   /* response heads */
 	struct http_head head;

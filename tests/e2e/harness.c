@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -989,14 +991,24 @@ close_fd_deferred(void *arg)
 void
 client_open(struct client *c, int port)
 {
+	client_open_from(c, port, NULL);
+}
+
+void
+client_open_from(struct client *c, int port, const char *source)
+{
 	struct sockaddr_in sa = {.sin_family = AF_INET,
 	                         .sin_port = htons((uint16_t)port),
 	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in from = {.sin_family = AF_INET};
 	struct timeval tv = {CLIENT_TIMEOUT_MS / 1000, (CLIENT_TIMEOUT_MS % 1000) * 1000};
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	assert_true(fd >= 0);
+	if (source && (inet_pton(AF_INET, source, &from.sin_addr) != 1 ||
+	               bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0))
+		fail_msg("cannot bind a client to %s: %s", source, strerror(errno));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1328,4 +1340,64 @@ harness_assert_body(const struct response *r, const char *text, const char *file
 		response_print(r);
 		_fail(file, line);
 	}
+}
+
+/* ---- A private network and /etc/hosts ---- */
+
+static bool
+write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return false;
+	fputs(text, f);
+	return fclose(f) == 0;
+}
+
+/* Mounts a file with text over target; the mount keeps it after it is unlinked. */
+static bool
+bind_file(const char *dir, const char *name, const char *text, const char *target)
+{
+	char path[512];
+	bool ok;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ok = write_text(path, text) && mount(path, target, NULL, MS_BIND, NULL) == 0;
+	unlink(path);
+	return ok;
+}
+
+bool
+harness_private_world(const char *const steps[], size_t nsteps, const char *hosts, char *why,
+                      size_t whylen)
+{
+	char dir[] = "/tmp/kp-e2e-world-XXXXXX";
+	bool ok;
+
+	if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) {
+		snprintf(why, whylen, "unshare: %s", strerror(errno));
+		return false;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		snprintf(why, whylen, "private mounts: %s", strerror(errno));
+		return false;
+	}
+	for (size_t i = 0; i < nsteps; i++) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "%s >/dev/null 2>&1", steps[i]);
+		if (system(cmd) != 0) {
+			snprintf(why, whylen, "'%s' failed", steps[i]);
+			return false;
+		}
+	}
+	if (!hosts)
+		return true;
+	ok = mkdtemp(dir) && bind_file(dir, "hosts", hosts, "/etc/hosts") &&
+	     bind_file(dir, "host.conf", "multi on\n", "/etc/host.conf");
+	if (!ok)
+		snprintf(why, whylen, "private /etc/hosts: %s", strerror(errno));
+	rmdir(dir);
+	return ok;
 }

@@ -146,6 +146,8 @@ struct client {
 
 /* Connects to 127.0.0.1:port (blocking, 10 s receive/send timeouts). */
 void client_open(struct client *c, int port);
+/* The same from a local IPv4 source address (NULL: the kernel's choice). */
+void client_open_from(struct client *c, int port, const char *source);
 void client_close(struct client *c);
 /* Closes with a reset (SO_LINGER 0). */
 void client_abort(struct client *c);
@@ -227,5 +229,17 @@ void harness_assert_body(const struct response *r, const char *text, const char 
 #define assert_status(r, s) harness_assert_status((r), (s), __FILE__, __LINE__)
 #define assert_client_eof(c, ms) harness_assert_eof((c), (ms), __FILE__, __LINE__)
 #define assert_body(r, text) harness_assert_body((r), (text), __FILE__, __LINE__)
+
+/* ---- A private network and /etc/hosts ---- */
+
+/*
+ * Moves the calling process (call it from main(), before any thread exists)
+ * into a network and a mount namespace of its own, which the daemon and the
+ * origins it starts later inherit; runs the shell commands in steps there
+ * (ip(8) set-up), and mounts a private /etc/hosts with hosts as its text
+ * (NULL: keep the machine's). Needs root; false with the reason in why.
+ */
+bool harness_private_world(const char *const steps[], size_t nsteps, const char *hosts, char *why,
+                           size_t whylen);
 
 #endif

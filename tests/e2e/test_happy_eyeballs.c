@@ -9,13 +9,9 @@
  * pair whose far end has IPv6 switched off black-holes 2001:db8::1.
  * Without root (or without `ip`) the scenarios are skipped.
  */
-#include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "origin.h"
@@ -30,30 +26,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 	(void)req;
 	(void)arg;
 	origin_reply(c, 200, NULL, "ok");
-}
-
-static bool
-write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f)
-		return false;
-	fputs(text, f);
-	return fclose(f) == 0;
-}
-
-/* Mounts a file with text over target; the mount keeps it after it is unlinked. */
-static bool
-bind_file(const char *dir, const char *name, const char *text, const char *target)
-{
-	char path[512];
-	bool ok;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	ok = write_text(path, text) && mount(path, target, NULL, MS_BIND, NULL) == 0;
-	unlink(path);
-	return ok;
 }
 
 /* Builds the namespaces; false (and why) if this machine cannot. */
@@ -72,37 +44,11 @@ make_world(void)
 		"ip addr add 192.0.2.2/24 dev kphe0",
 		"ip -6 neigh add 2001:db8::1 lladdr 02:00:00:00:00:01 dev kphe0 nud permanent",
 	};
-	char dir[] = "/tmp/kp-e2e-he-XXXXXX";
 
-	if (unshare(CLONE_NEWNET | CLONE_NEWNS) != 0) {
-		snprintf(world_why, sizeof(world_why), "unshare: %s", strerror(errno));
-		return false;
-	}
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-		snprintf(world_why, sizeof(world_why), "private mounts: %s", strerror(errno));
-		return false;
-	}
-	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-		char cmd[256];
-
-		snprintf(cmd, sizeof(cmd), "%s >/dev/null 2>&1", steps[i]);
-		if (system(cmd) != 0) {
-			snprintf(world_why, sizeof(world_why), "'%s' failed", steps[i]);
-			return false;
-		}
-	}
-	if (!mkdtemp(dir) ||
-	    !bind_file(dir, "hosts",
-	               "127.0.0.1 localhost\n2001:db8::1 dual.test v6only.test\n"
-	               "127.0.0.1 dual.test\n",
-	               "/etc/hosts") ||
-	    !bind_file(dir, "host.conf", "multi on\n", "/etc/host.conf")) {
-		snprintf(world_why, sizeof(world_why), "private /etc/hosts: %s", strerror(errno));
-		rmdir(dir);
-		return false;
-	}
-	rmdir(dir);
-	return true;
+	return harness_private_world(steps, sizeof(steps) / sizeof(steps[0]),
+	                             "127.0.0.1 localhost\n2001:db8::1 dual.test v6only.test\n"
+	                             "127.0.0.1 dual.test\n",
+	                             world_why, sizeof(world_why));
 }
 
 static void

@@ -18,6 +18,8 @@
 
 #include "kp/auth.h"
 #include "kp/cidr.h"
+#include "kp/config.h"
+#include "kp/policy.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -237,6 +239,45 @@ exposed_file_noticed(void **state)
 	unlink(path);
 }
 
+static void
+destination_rules(void **state)
+{
+	static const struct {
+		const char *dst;
+		bool restricted, allowed;
+	} cases[] = {
+		{"127.0.0.1", false, true},    {"127.0.0.1", true, false},
+		{"127.9.9.9", true, false},    {"::1", true, false},
+		{"::ffff:127.0.0.1", true, false},
+		{"169.254.169.254", true, false}, {"fe80::1", true, false},
+		{"0.0.0.0", true, false},      {"::", true, false},
+		{"224.0.0.1", true, false},    {"ff02::1", true, false},
+		{"198.51.100.7", true, false}, /* this machine's own, below */
+		{"198.51.100.8", true, true},  {"203.0.113.5", true, true},
+		{"10.0.0.1", true, false},     /* --deny-dest, for everyone */
+		{"10.0.0.1", false, false},    {"10.0.0.2", false, true},
+		{"169.254.0.5", true, true},   /* --allow-dest */
+		{"2001:db8::5", true, true},
+	};
+	struct kp_config cfg;
+	struct cidr own[1];
+
+	(void)state;
+	config_defaults(&cfg);
+	assert_int_equal(cidr_parse("198.51.100.7", &own[0]), 0);
+	assert_int_equal(cidr_parse("10.0.0.1", &cfg.deny_dest[cfg.ndeny_dest++]), 0);
+	assert_int_equal(cidr_parse("169.254.0.0/24", &cfg.allow_dest[cfg.nallow_dest++]), 0);
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		struct sockaddr_storage ss = sockaddr_of(cases[i].dst);
+
+		if (policy_dest_allowed(&cfg, own, 1, cases[i].restricted, (struct sockaddr *)&ss) !=
+		    cases[i].allowed)
+			fail_msg("%s for a %s client: expected %s", cases[i].dst,
+			         cases[i].restricted ? "LAN" : "local",
+			         cases[i].allowed ? "allowed" : "refused");
+	}
+}
+
 int
 main(void)
 {
@@ -247,6 +288,7 @@ main(void)
 		cmocka_unit_test(credentials_checked),
 		cmocka_unit_test(bad_files_refused),
 		cmocka_unit_test(exposed_file_noticed),
+		cmocka_unit_test(destination_rules),
 	};
 
 	return cmocka_run_group_tests_name("access", tests, NULL, NULL);

@@ -368,6 +368,8 @@ static const struct error_case errors[] = {
 	{{"--allow", "::/129"}, "--allow"},
 	{{"--auth-file"}, "needs a value"},
 	{{"--header-timeout", "0"}, "header timeout"},
+	{{"--deny-dest", "10.0.0.0/40"}, "--deny-dest"},
+	{{"--allow-dest", "lan"}, "--allow-dest"},
 	{{"--header-timeout", "x"}, "header timeout"},
 	{{"-x"}, "unknown option"},
 	{{"--bogus"}, "unknown option"},
@@ -416,7 +418,8 @@ test_help(void **state)
 		"--max-header-size", "--max-url-size", "--max-clients", "--dns-ttl", "--verbose",
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
-		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout",
+		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
+		"--allow-dest",
 	};
 	struct outcome o;
 
