@@ -123,7 +123,8 @@ auth_file_exposed(const char *path)
 {
 	struct stat st;
 
-	return stat(path, &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH));
+	/* Group read stays allowed: it is how a dropped -u user gets to read it again. */
+	return stat(path, &st) == 0 && (st.st_mode & S_IROTH);
 }
 
 static int

@@ -83,6 +83,8 @@ config_usage(FILE *out)
 	      "      --allow-dest CIDR           destinations clients beyond this machine may\n"
 	      "                                  reach after all: loopback, link-local and this\n"
 	      "                                  machine's own addresses are refused to them\n"
+	      "  -u, --user USER              drop root for USER after binding and reading\n"
+	      "                               --auth-file\n"
 	      "  -t, --idle-timeout SECONDS   keep an idle upstream connection this long (default 50)\n"
 	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
 	      "  -M, --max-idle N             idle upstream connections kept in all (default 256);\n"
@@ -152,6 +154,7 @@ enum long_only_option {
 static const struct option long_options[] = {
 	{"port", required_argument, NULL, 'p'},
 	{"bind", required_argument, NULL, 'b'},
+	{"user", required_argument, NULL, 'u'},
 	{"idle-timeout", required_argument, NULL, 't'},
 	{"max-idle-per-host", required_argument, NULL, 'm'},
 	{"max-idle", required_argument, NULL, 'M'},
@@ -268,9 +271,8 @@ add_range(struct cidr *list, unsigned *n, const char *text, const char *flag)
 	return NULL;
 }
 
-/* Only loopback clients can reach a loopback listener: no rule needed. */
-static bool
-bind_is_loopback(const char *addr)
+bool
+config_bind_is_loopback(const char *addr)
 {
 	struct cidr c;
 	union {
@@ -299,7 +301,7 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	/* 0, not 1: GNU getopt then also forgets a half-read "-vV" cluster. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:b:t:m:M:vVh", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":p:b:u:t:m:M:vVh", long_options, NULL)) != -1) {
 		const char *bad = NULL;
 
 		switch (c) {
@@ -311,6 +313,9 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			break;
 		case 'b':
 			cfg->bind_addr = optarg;
+			break;
+		case 'u':
+			cfg->user = optarg;
 			break;
 		case 't':
 			if (parse_seconds(optarg, &cfg->idle_timeout) < 0)
@@ -465,7 +470,7 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
-	if (!cfg->nallow && !cfg->auth_file && !bind_is_loopback(cfg->bind_addr)) {
+	if (!cfg->nallow && !cfg->auth_file && !config_bind_is_loopback(cfg->bind_addr)) {
 		fprintf(err, "keepalive-proxy: listening on %s without --allow or --auth-file would "
 		             "let anyone who reaches it use the proxy; list the clients with --allow "
 		             "CIDR (--allow 0.0.0.0/0 or ::/0 to serve anyone), or require "

@@ -1,6 +1,8 @@
 #include "kp/server.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -154,8 +156,7 @@ load_auth(struct server *srv)
 		return -1;
 	}
 	if (auth_file_exposed(path))
-		log_warn("--auth-file %s can be read by other users than its owner: chmod 600 it",
-		         path);
+		log_warn("--auth-file %s can be read by every user: chmod o-r it", path);
 	auth_free(srv->auth);
 	srv->auth = fresh;
 	log_info("%u proxy user%s from %s", auth_users(fresh), auth_users(fresh) == 1 ? "" : "s",
@@ -240,6 +241,42 @@ check_upstream_tuning(const struct kp_config *cfg)
 	return -1;
 }
 
+/*
+ * Gives up root for -u USER: supplementary groups, group, then user, in
+ * that order (each step needs the privilege the next one drops). The
+ * resolver threads follow: glibc changes the ids of every thread.
+ */
+static int
+drop_privileges(const struct kp_config *cfg)
+{
+	struct passwd *pw;
+
+	if (!cfg->user) {
+		if (geteuid() == 0 && !config_bind_is_loopback(cfg->bind_addr))
+			log_warn("running as root on %s: give -u USER to drop root once the port "
+			         "is bound", cfg->bind_addr);
+		return 0;
+	}
+	errno = 0;
+	if (!(pw = getpwnam(cfg->user))) {
+		log_error("-u %s: %s", cfg->user, errno ? strerror(errno) : "no such user");
+		return -1;
+	}
+	if ((geteuid() == 0 && initgroups(pw->pw_name, pw->pw_gid) < 0) ||
+	    setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+		log_error("-u %s: cannot switch to uid %u gid %u: %s", cfg->user,
+		          (unsigned)pw->pw_uid, (unsigned)pw->pw_gid, strerror(errno));
+		return -1;
+	}
+	/* Paranoia that costs one call: getting root back must fail now. */
+	if (pw->pw_uid != 0 && setuid(0) == 0) {
+		log_error("-u %s: root could be regained", cfg->user);
+		return -1;
+	}
+	log_info("running as %s (uid %u)", cfg->user, (unsigned)pw->pw_uid);
+	return 0;
+}
+
 int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
@@ -275,6 +312,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
 		return -1;
 	}
+	if (drop_privileges(cfg) < 0)
+		return -1;
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
 	ev_init(&srv->accept_retry, accept_retry_cb);
 	ev_io_start(loop, &srv->accept_watcher);

@@ -24,7 +24,7 @@ struct auth *auth_load(const char *path, char *err, size_t errlen);
 void auth_free(struct auth *a);
 unsigned auth_users(const struct auth *a);
 
-/* Is path readable by anyone but its owner? (Worth a warning, not a refusal.) */
+/* Is path readable by every user? (Worth a warning, not a refusal.) */
 bool auth_file_exposed(const char *path);
 
 /*

@@ -25,6 +25,7 @@ struct kp_config {
 	struct cidr allow[KP_MAX_CIDRS];   /* --allow: client ranges; none given: anyone */
 	unsigned nallow;
 	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
+	const char *user;            /* -u: run as this user once the socket is bound */
 
 	/* Where it may go. */
 	struct cidr deny_dest[KP_MAX_CIDRS];    /* --deny-dest: for every client */
@@ -92,6 +93,9 @@ enum config_parse_result config_parse(struct kp_config *cfg, int argc, char **ar
                                       FILE *out, FILE *err);
 
 void config_usage(FILE *out);
+
+/* Is addr (as given to -b) a loopback address, reachable from this machine only? */
+bool config_bind_is_loopback(const char *addr);
 
 static inline bool
 config_connect_port_allowed(const struct kp_config *cfg, unsigned port)

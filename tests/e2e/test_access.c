@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "origin.h"
@@ -140,7 +141,7 @@ missing_or_wrong_credentials_get_407(void)
 	/* The credentials are for the proxy: the origin never sees them. */
 	seen = origin_last_request(og);
 	assert_null(headers_get(&seen->head.headers, "Proxy-Authorization"));
-	assert_int_equal(log_count("can be read by other users"), 0);
+	assert_int_equal(log_count("can be read by every user"), 0);
 	proxy_stop(&px);
 }
 
@@ -239,8 +240,60 @@ exposed_file_warned_about(void)
 	const char *args[] = {"--auth-file", users, NULL};
 
 	proxy_start(&px, args);
-	assert_int_equal(log_count("can be read by other users"), 1);
+	assert_int_equal(log_count("can be read by every user"), 1);
 	proxy_stop(&px);
+}
+
+/* The daemon's user ids, from /proc. */
+static unsigned
+daemon_uid(void)
+{
+	char path[64], *status, *line;
+	unsigned uid = ~0u;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)px.pid);
+	status = read_file_all(path, NULL);
+	assert_non_null(status);
+	line = strstr(status, "\nUid:");
+	if (line)
+		sscanf(line, "\nUid: %u", &uid);
+	free(status);
+	return uid;
+}
+
+/* As root, -u drops to the user once the port is bound; it still serves. */
+static void
+u_drops_root(void)
+{
+	static const char *const args[] = {"-u", "nobody", NULL};
+	struct origin *og;
+	struct response r;
+
+	if (geteuid() != 0)
+		skip();
+	og = origin_start(handle, NULL);
+	proxy_start(&px, args);
+	assert_int_not_equal(daemon_uid(), 0);
+	get_with(og, NULL, &r);
+	assert_status(&r, 200);
+	response_free(&r);
+	proxy_stop(&px);
+}
+
+static void
+unknown_user_refused_at_start(void)
+{
+	char port[16], log_path[512];
+	const char *argv[] = {getenv("KP_BINARY"), "-p", port, "-u", "no-such-user-kp", NULL};
+	char *log;
+
+	snprintf(port, sizeof(port), "%d", free_port());
+	snprintf(log_path, sizeof(log_path), "%s/start.log", harness_temp_dir());
+	assert_int_equal(run_process(argv, log_path, 5000), 1);
+	log = read_file_all(log_path, NULL);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "no-such-user-kp"));
+	free(log);
 }
 
 /* Listening beyond loopback with no rule for who may use it: refused at start. */
@@ -271,6 +324,8 @@ main(void)
 		E2E_TEST(sighup_rereads_the_file),
 		E2E_TEST(exposed_file_warned_about),
 		E2E_TEST(open_proxy_refused_at_start),
+		E2E_TEST(u_drops_root),
+		E2E_TEST(unknown_user_refused_at_start),
 	};
 
 	return E2E_RUN("access", tests);

@@ -235,6 +235,8 @@ exposed_file_noticed(void **state)
 	chmod(path, 0644);
 	assert_true(auth_file_exposed(path));
 	chmod(path, 0640);
+	assert_false(auth_file_exposed(path));
+	chmod(path, 0604);
 	assert_true(auth_file_exposed(path));
 	unlink(path);
 }

@@ -419,7 +419,7 @@ test_help(void **state)
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
 		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
-		"--allow-dest",
+		"--allow-dest", "--user",
 	};
 	struct outcome o;
 
