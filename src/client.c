@@ -388,6 +388,37 @@ refuse(struct client *c, int status, const char *why, bool keep_alive)
 	reply_local(c, status, why, keep_alive);
 }
 
+/*
+ * OPTIONS or TRACE with Max-Forwards 0: the proxy is the final recipient
+ * and answers itself (RFC 9110 7.6.2). A request with a body it does not
+ * read closes the connection after the answer.
+ */
+static void
+answer_as_final_recipient(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	bool keep_alive = ex->client_keep_alive && framer_done(&ex->req_body);
+	ssize_t n;
+
+	if (!c->out && !(c->out = buf_get())) {
+		client_close(c);
+		return;
+	}
+	buf_compact(c->out);
+	n = http_write_final_answer(buf_tail(c->out), buf_room(c->out), &c->head, buf_head(c->in),
+	                            keep_alive, ex->client_minor);
+	if (n < 0) {
+		refuse(c, 431, "request head too large to reflect", false);
+		return;
+	}
+	buf_consume(c->in, c->head.head_len);
+	c->out->end += (size_t)n;
+	ex->client_keep_alive = keep_alive;
+	ex->status = 200;
+	set_state(c, CLIENT_SENDING_LOCAL);
+	flush_local(c);
+}
+
 /* Checks a parsed request and hands it to the exchange, or refuses it. */
 static void
 admit_request(struct client *c)
@@ -434,6 +465,10 @@ admit_request(struct client *c)
 	verdict = policy_check(c->srv->cfg, &pr);
 	if (verdict.status) {
 		refuse(c, verdict.status, verdict.why, !ex->connect && !verdict.close);
+		return;
+	}
+	if (http_max_forwards(h, base) == 0) {
+		answer_as_final_recipient(c);
 		return;
 	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */

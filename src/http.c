@@ -562,6 +562,7 @@ http_parse_target(const char *url, size_t len, struct http_target *t)
 	if (auth_end == path_end) {
 		t->path = "/";
 		t->path_len = 1;
+		t->path_empty = true;
 	} else {
 		/* "http://h?q" has an empty path; the head writer adds the slash. */
 		t->path = auth_end;
@@ -644,6 +645,72 @@ forwarded(const struct http_head *h, const char *base, const struct http_field *
 	return !connection_seen || !named_by_connection(h, base, f);
 }
 
+long
+http_max_forwards(const struct http_head *h, const char *base)
+{
+	if (h->method != HTTP_OPTIONS && h->method != HTTP_TRACE)
+		return -1;
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+		const char *v = base + f->value.off;
+		long n = 0;
+
+		if (!http_span_is(base, f->name, "max-forwards"))
+			continue;
+		if (f->value.len == 0 || f->value.len > 9)
+			return -1;
+		for (size_t k = 0; k < f->value.len; k++) {
+			if (v[k] < '0' || v[k] > '9')
+				return -1;
+			n = n * 10 + (v[k] - '0');
+		}
+		return n;
+	}
+	return -1;
+}
+
+/* Fields a TRACE answer leaves out: the final recipient should not echo secrets (RFC 9110 9.3.8). */
+static bool
+secret_field(const char *base, struct http_span name)
+{
+	return http_span_is(base, name, "proxy-authorization") ||
+	       http_span_is(base, name, "authorization") || http_span_is(base, name, "cookie");
+}
+
+ssize_t
+http_write_final_answer(char *out, size_t cap, const struct http_head *h, const char *base,
+                        bool keep_alive, uint8_t client_minor)
+{
+	struct writer w = {out, cap, false};
+	char body[4096];
+	struct writer b = {body, sizeof(body), false};
+
+	if (h->method == HTTP_TRACE) {
+		/* The request as received, as a message/http body. */
+		puts_w(&b, "TRACE ");
+		put(&b, base + h->url.off, h->url.len);
+		puts_w(&b, h->minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n");
+		for (unsigned i = 0; i < h->nfields; i++)
+			if (!secret_field(base, h->fields[i].name))
+				put_field(&b, base, &h->fields[i]);
+		put(&b, "\r\n", 2);
+		if (b.overflow)
+			return -1;
+	}
+	puts_w(&w, "HTTP/1.1 200 OK\r\n");
+	if (h->method == HTTP_TRACE)
+		puts_w(&w, "Content-Type: message/http\r\n");
+	else
+		puts_w(&w, "Allow: GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH\r\n");
+	puts_w(&w, "Content-Length: ");
+	put_uint(&w, (unsigned)(sizeof(body) - b.left));
+	puts_w(&w, keep_alive ? (client_minor ? "\r\n" : "\r\nConnection: keep-alive\r\n")
+	                      : "\r\nConnection: close\r\n");
+	put(&w, "\r\n", 2);
+	put(&w, body, sizeof(body) - b.left);
+	return w.overflow ? -1 : (ssize_t)(cap - w.left);
+}
+
 ssize_t
 http_write_request_head(char *out, size_t cap, const struct http_head *h, const char *base,
                         const struct http_target *t, bool upgrade)
@@ -651,12 +718,17 @@ http_write_request_head(char *out, size_t cap, const struct http_head *h, const 
 	struct writer w = {out, cap, false};
 	bool connection_seen = has_connection_fields(h, base);
 	const char *method = llhttp_method_name((llhttp_method_t)h->method);
+	long max_forwards = http_max_forwards(h, base);
 
 	puts_w(&w, method);
 	put(&w, " ", 1);
-	if (t->path[0] == '?')
+	/* The last proxy turns an OPTIONS for the server as a whole into "*" (RFC 9112 3.2.4). */
+	if (h->method == HTTP_OPTIONS && t->path_empty)
+		put(&w, "*", 1);
+	else if (t->path[0] == '?')
 		put(&w, "/", 1);
-	put(&w, t->path, t->path_len);
+	if (h->method != HTTP_OPTIONS || !t->path_empty)
+		put(&w, t->path, t->path_len);
 	/* We speak HTTP/1.1 upstream whatever the client spoke (RFC 9110 6.2). */
 	puts_w(&w, " HTTP/1.1\r\nHost: ");
 	puts_w(&w, t->authority);
@@ -666,6 +738,13 @@ http_write_request_head(char *out, size_t cap, const struct http_head *h, const 
 
 		if (http_span_is(base, f->name, "host"))
 			continue;
+		if (max_forwards >= 0 && http_span_is(base, f->name, "max-forwards")) {
+			/* One hop used up (RFC 9110 7.6.2); 0 was answered before forwarding. */
+			puts_w(&w, "Max-Forwards: ");
+			put_uint(&w, (unsigned)(max_forwards > 0 ? max_forwards - 1 : 0));
+			put(&w, "\r\n", 2);
+			continue;
+		}
 		if (forwarded(h, base, f, connection_seen) ||
 		    (upgrade && http_span_is(base, f->name, "upgrade")))
 			put_field(&w, base, f);

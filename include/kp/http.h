@@ -96,6 +96,7 @@ struct http_target {
 	size_t path_len;
 	uint16_t port;
 	bool ipv6_literal;
+	bool path_empty;       /* no path and no query: OPTIONS goes on as "*" */
 };
 
 /*
@@ -156,5 +157,20 @@ ssize_t http_write_local_response(char *out, size_t cap, int status, const char 
                                   bool keep_alive, uint8_t client_minor);
 
 const char *http_status_reason(int status);
+
+/*
+ * Max-Forwards of an OPTIONS or TRACE request (RFC 9110 7.6.2): its value,
+ * or -1 when absent, malformed, or the method is another (it then means
+ * nothing). At 0 the proxy answers itself; above, it forwards one less.
+ */
+long http_max_forwards(const struct http_head *h, const char *base);
+
+/*
+ * The proxy's own answer as the final recipient of an OPTIONS or TRACE
+ * with Max-Forwards 0: 200 with Allow, or 200 reflecting the request head
+ * (credentials and cookies left out) as message/http.
+ */
+ssize_t http_write_final_answer(char *out, size_t cap, const struct http_head *h,
+                                const char *base, bool keep_alive, uint8_t client_minor);
 
 #endif
