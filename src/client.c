@@ -238,10 +238,22 @@ linger_drain(struct client *c)
 		client_close(c);
 }
 
+void
+client_stop_if_idle(struct client *c)
+{
+	if (c->state == CLIENT_READING_HEAD)
+		client_close(c);
+}
+
 /* The exchange is over and the client may send another request. */
 static void
 next_request(struct client *c)
 {
+	/* Stopping: no further request, but the one answered went out whole. */
+	if (c->srv->draining) {
+		linger_close(c);
+		return;
+	}
 	exchange_reset(&c->ex);
 	http_parser_start(&c->parser, &c->head);
 	set_state(c, CLIENT_READING_HEAD);

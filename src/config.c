@@ -56,6 +56,12 @@ config_defaults(struct kp_config *cfg)
 	 * bursts, and closing it costs the client a new TLS handshake.
 	 */
 	cfg->tunnel_timeout = 600;
+	/*
+	 * Enough for the chunk a downloader is fetching to finish (a few MB),
+	 * short enough for a service manager's stop: systemd waits 90 s, procd
+	 * 5 s before it kills, so routers should lower it (--grace 4).
+	 */
+	cfg->grace = 10;
 	cfg->connect_ports[443 / 8] |= 1u << (443 % 8);
 	/*
 	 * 1 MiB: what Linux lets any user ask for (fs.pipe-max-size), and on
@@ -109,6 +115,8 @@ config_usage(FILE *out)
 	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
 	      "                                  for any (default 443)\n"
 	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
+	      "      --grace SECONDS             on SIGTERM or SIGINT, let responses in flight\n"
+	      "                                  finish this long, 0 for none (default 10)\n"
 	      "      --pipe-size BYTES           capacity of each splice pipe (default 1048576)\n"
 	      "      --no-splice                 move bytes through user space instead of splice(2)\n"
 	      "      --upstream-rcvbuf BYTES     SO_RCVBUF of upstream sockets (default: unset,\n"
@@ -149,6 +157,7 @@ enum long_only_option {
 	OPT_HEADER_TIMEOUT,
 	OPT_DENY_DEST,
 	OPT_ALLOW_DEST,
+	OPT_GRACE,
 };
 
 static const struct option long_options[] = {
@@ -182,6 +191,7 @@ static const struct option long_options[] = {
 	{"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
 	{"deny-dest", required_argument, NULL, OPT_DENY_DEST},
 	{"allow-dest", required_argument, NULL, OPT_ALLOW_DEST},
+	{"grace", required_argument, NULL, OPT_GRACE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -428,6 +438,13 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			break;
 		case OPT_ALLOW_DEST:
 			bad = add_range(cfg->allow_dest, &cfg->nallow_dest, optarg, "--allow-dest");
+			break;
+		case OPT_GRACE:
+			/* 0 is allowed: stop at once. */
+			if (strcmp(optarg, "0") == 0)
+				cfg->grace = 0;
+			else if (parse_seconds(optarg, &cfg->grace) < 0)
+				bad = "grace must be 0 or a number of seconds";
 			break;
 		case OPT_HEADER_TIMEOUT:
 			if (parse_seconds(optarg, &cfg->header_timeout) < 0)

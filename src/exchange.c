@@ -514,8 +514,9 @@ response_head(struct exchange *ex)
 	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE && !ex->upgrade;
 	up->keep_alive_hint = (double)http_keep_alive_timeout(h, buf_head(up->in));
 	ex->dechunk = kind == BODY_CHUNKED && ex->client_minor == 0;
+	/* Stopping: say so, rather than close a connection the client expects to keep. */
 	ex->client_keep_alive = ex->client_keep_alive && !ex->dechunk &&
-	                        kind != BODY_UNTIL_CLOSE && !ex->down->eof;
+	                        kind != BODY_UNTIL_CLOSE && !ex->down->eof && !ex->srv->draining;
 	plan.dechunk = ex->dechunk;
 	plan.client_keep_alive = ex->client_keep_alive;
 	if (write_head_out(ex, &plan) < 0) {

@@ -115,6 +115,11 @@ accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 void
 server_client_closed(struct server *srv)
 {
+	if (srv->draining) {
+		if (srv->nclients == 0)
+			ev_break(srv->loop, EVBREAK_ALL);
+		return;
+	}
 	if (srv->listen_fd >= 0 && srv->nclients < srv->max_clients &&
 	    !ev_is_active(&srv->accept_watcher) && !ev_is_active(&srv->accept_retry))
 		ev_io_start(srv->loop, &srv->accept_watcher);
@@ -177,11 +182,53 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 }
 
 static void
+grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct server *srv = container_of(w, struct server, grace_timer);
+
+	(void)revents;
+	log_info("grace period over: closing %u client%s", srv->nclients,
+	         srv->nclients == 1 ? "" : "s");
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/*
+ * The first SIGTERM or SIGINT stops accepting and lets the responses in
+ * flight finish, up to --grace; clients waiting for their next request are
+ * closed now, the others after their response. A second signal, or no
+ * grace, ends it at once.
+ */
+static void
 signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
+	struct server *srv = w->data;
+	struct client *c, *next;
+
 	(void)revents;
-	log_info("signal %d: stopping", w->signum);
-	ev_break(loop, EVBREAK_ALL);
+	if (srv->draining || srv->cfg->grace <= 0) {
+		log_info("signal %d: stopping now", w->signum);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	srv->draining = true;
+	ev_io_stop(loop, &srv->accept_watcher);
+	ev_timer_stop(loop, &srv->accept_retry);
+	net_close(&srv->listen_fd);
+	for (c = srv->clients; c; c = next) {
+		next = c->next;
+		client_stop_if_idle(c);
+	}
+	if (srv->nclients == 0) {
+		log_info("signal %d: stopping", w->signum);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	log_info("signal %d: stopping once %u client%s finish%s (at most %g s; signal again to "
+	         "stop now)",
+	         w->signum, srv->nclients, srv->nclients == 1 ? "" : "s",
+	         srv->nclients == 1 ? "es" : "", srv->cfg->grace);
+	ev_timer_set(&srv->grace_timer, srv->cfg->grace, 0.);
+	ev_timer_start(loop, &srv->grace_timer);
 }
 
 /*
@@ -317,9 +364,12 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
 	ev_init(&srv->accept_retry, accept_retry_cb);
 	ev_io_start(loop, &srv->accept_watcher);
+	ev_init(&srv->grace_timer, grace_cb);
 	ev_signal_init(&srv->sigint_watcher, signal_cb, SIGINT);
+	srv->sigint_watcher.data = srv;
 	ev_signal_start(loop, &srv->sigint_watcher);
 	ev_signal_init(&srv->sigterm_watcher, signal_cb, SIGTERM);
+	srv->sigterm_watcher.data = srv;
 	ev_signal_start(loop, &srv->sigterm_watcher);
 	ev_signal_init(&srv->sigusr1_watcher, stats_signal_cb, SIGUSR1);
 	ev_signal_start(loop, &srv->sigusr1_watcher);
@@ -366,6 +416,7 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);
 	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
 	ev_signal_stop(srv->loop, &srv->sigusr1_watcher);
+	ev_timer_stop(srv->loop, &srv->grace_timer);
 	ev_signal_stop(srv->loop, &srv->sighup_watcher);
 	auth_free(srv->auth);
 	srv->auth = NULL;

@@ -50,6 +50,8 @@ struct client {
 struct client *client_new(struct server *srv, int fd, const union dns_addr *peer);
 /* Closes at once, whatever is in flight (shutdown). */
 void client_close(struct client *c);
+/* Stopping: closes c if no request is in flight; otherwise it closes after its response. */
+void client_stop_if_idle(struct client *c);
 void client_reap(struct server *srv);
 
 #endif

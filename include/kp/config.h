@@ -63,6 +63,7 @@ struct kp_config {
 
 	/* Tunnels (CONNECT and protocol upgrades). */
 	double tunnel_timeout;       /* a tunnel silent this long is closed */
+	double grace;                /* on SIGTERM/SIGINT, let exchanges finish this long */
 	bool connect_any_port;       /* --connect-ports '*' */
 	uint8_t connect_ports[65536 / 8];  /* bit set: CONNECT may reach that port */
 

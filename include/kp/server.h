@@ -31,6 +31,8 @@ struct server {
 	ev_signal sigint_watcher, sigterm_watcher;
 	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_signal sighup_watcher;        /* re-reads the auth file */
+	ev_timer grace_timer;            /* stopping: how long in-flight exchanges may take */
+	bool draining;                   /* a stop signal came: finish what is in flight, then exit */
 	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
 	struct cidr own[64];             /* this machine's addresses, refused to LAN clients */
 	unsigned nown;                   /* read at start and on SIGHUP */
@@ -51,7 +53,7 @@ void server_run(struct server *srv);
 /* Closes every connection and frees everything server_init() made. */
 void server_shutdown(struct server *srv);
 
-/* A client closed: accepting may resume if the cap held it back. */
+/* A client closed: accepting may resume if the cap held it back, or, when stopping, the loop ends. */
 void server_client_closed(struct server *srv);
 
 /*

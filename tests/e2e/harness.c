@@ -754,13 +754,31 @@ proxy_start(struct proxy *p, const char *const extra_args[])
 	fail_msg("keepalive-proxy failed to start 5 times; see its log");
 }
 
+/* The daemon has exited with status: it must have been 0, with no sanitizer report. */
+static void
+check_clean_exit(struct proxy *p, int status, const char *after)
+{
+	char how[128];
+	char *log;
+
+	child_forget(p->pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("keepalive-proxy %s ended with %s, expected exit status 0", after,
+		         describe_status(status, how, sizeof(how)));
+	log = read_file_all(p->log_path, NULL);
+	if (log && (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))) {
+		free(log);
+		fail_msg("keepalive-proxy's log contains a sanitizer report");
+	}
+	free(log);
+}
+
 double
 proxy_stop_with(struct proxy *p, int sig)
 {
 	int status = 0;
-	char how[128];
+	char how[128], after[64];
 	double t0 = now_s(), elapsed;
-	char *log;
 
 	if (!p->running)
 		fail_msg("proxy_stop: the proxy is not running");
@@ -778,18 +796,24 @@ proxy_stop_with(struct proxy *p, int sig)
 		         strsignal(sig));
 	}
 	elapsed = now_s() - t0;
-	child_forget(p->pid);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail_msg(
-			"keepalive-proxy stopped by signal %d (%s) ended with %s, expected exit status 0",
-			sig, strsignal(sig), describe_status(status, how, sizeof(how)));
-	log = read_file_all(p->log_path, NULL);
-	if (log && (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))) {
-		free(log);
-		fail_msg("keepalive-proxy's log contains a sanitizer report");
-	}
-	free(log);
+	snprintf(after, sizeof(after), "stopped by signal %d (%s)", sig, strsignal(sig));
+	check_clean_exit(p, status, after);
 	return elapsed;
+}
+
+double
+proxy_wait_exit(struct proxy *p, int timeout_ms)
+{
+	double t0 = now_s();
+	int status = 0;
+
+	if (!p->running)
+		fail_msg("proxy_wait_exit: the proxy is not running");
+	if (!wait_process(p->pid, timeout_ms, &status))
+		fail_msg("keepalive-proxy did not exit within %d ms", timeout_ms);
+	p->running = false;
+	check_clean_exit(p, status, "exiting by itself");
+	return now_s() - t0;
 }
 
 /* Counts the summary lines in the daemon's log; *last gets a copy of the newest. */

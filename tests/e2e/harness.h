@@ -118,6 +118,8 @@ double proxy_stop_with(struct proxy *p, int sig);
 const char *proxy_stats(struct proxy *p);
 /* The number after "name " in such a line; fails the test if it is not there. */
 unsigned long stats_get(const char *line, const char *name);
+/* Waits for the daemon to exit on its own; asserts status 0. Returns the seconds waited. */
+double proxy_wait_exit(struct proxy *p, int timeout_ms);
 /* Fails the test if the daemon has died. */
 void proxy_assert_alive(struct proxy *p);
 /* Open file descriptors of the daemon (entries of /proc/PID/fd). */

@@ -1,12 +1,15 @@
 /*
- * Signals: SIGTERM and SIGINT end the daemon promptly with status 0, also
- * with connections open; a client that goes away mid-response (the proxy's
- * next write meets EPIPE) does not take the daemon down.
+ * Signals: SIGTERM and SIGINT end the daemon with status 0, at once when
+ * nothing is in flight; responses in flight may finish within --grace, and
+ * a second signal ends it at once. A client that goes away mid-response
+ * (the proxy's next write meets EPIPE) does not take the daemon down.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "origin.h"
@@ -70,12 +73,13 @@ sigint_exits_promptly(void)
 static void
 sigterm_with_connections_open(void)
 {
+	static const char *const args[] = {"--grace", "1", NULL};
 	struct origin *og = origin_start(handle, NULL);
 	struct client idle, waiting;
 	char url[128];
 	double took;
 
-	proxy_start(&px, NULL);
+	proxy_start(&px, args);
 	get_small(og);                  /* leaves a pooled upstream connection */
 	client_open(&idle, px.port);    /* a client connection with no request */
 	client_open(&waiting, px.port); /* a request the origin never answers */
@@ -87,6 +91,92 @@ sigterm_with_connections_open(void)
 		fail_msg("exit took %.2f s after SIGTERM with connections open", took);
 	client_close(&idle);
 	client_close(&waiting);
+}
+
+/* A response in flight at SIGTERM arrives whole; then the daemon exits by itself. */
+static void
+sigterm_lets_responses_finish(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c, idle;
+	struct response r;
+	char url[128];
+	double took;
+
+	proxy_start(&px, NULL);
+	client_open(&idle, px.port);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+	             origin_url(og, "/slow", url, sizeof(url)));
+	assert_true(origin_wait_requests(og, 1, 3000));
+	kill(px.pid, SIGTERM);
+	/* The idle client is let go at once; no new client gets in. */
+	assert_client_eof(&idle, 1000);
+	client_close(&idle);
+	sleep_ms(100);
+	{
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)px.port),
+		                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		assert_int_not_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		close(fd);
+	}
+	read_response_ok(&c, &r, 0);
+	assert_status(&r, 200);
+	assert_body(&r, "slow but sure");
+	assert_non_null(resp_header(&r, "Connection"));
+	assert_string_equal(resp_header(&r, "Connection"), "close");
+	response_free(&r);
+	client_close(&c);
+	took = proxy_wait_exit(&px, 4000);
+	if (took > 3.0)
+		fail_msg("the daemon took %.2f s to exit after its last response", took);
+}
+
+/* A second signal does not wait for the grace period. */
+static void
+second_signal_stops_at_once(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	char url[128];
+	double took;
+
+	proxy_start(&px, NULL);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+	             origin_url(og, "/silent", url, sizeof(url)));
+	assert_true(origin_wait_requests(og, 1, 3000));
+	kill(px.pid, SIGTERM);
+	sleep_ms(200);
+	proxy_assert_alive(&px);   /* waiting for the response, up to --grace 10 */
+	took = proxy_stop_with(&px, SIGINT);
+	if (took > 1.0)
+		fail_msg("exit took %.2f s after the second signal", took);
+	client_close(&c);
+}
+
+/* An exchange that never ends is cut off when the grace period is over. */
+static void
+grace_period_ends(void)
+{
+	static const char *const args[] = {"--grace", "1", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	char url[128];
+	double took;
+
+	proxy_start(&px, args);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+	             origin_url(og, "/silent", url, sizeof(url)));
+	assert_true(origin_wait_requests(og, 1, 3000));
+	kill(px.pid, SIGTERM);
+	took = proxy_wait_exit(&px, 4000);
+	if (took < 0.8 || took > 2.5)
+		fail_msg("exit %.2f s after SIGTERM with --grace 1", took);
+	client_close(&c);
 }
 
 static void
@@ -156,6 +246,9 @@ main(void)
 		E2E_TEST(sigterm_exits_promptly),        E2E_TEST(sigint_exits_promptly),
 		E2E_TEST(sigterm_with_connections_open), E2E_TEST(client_gone_mid_response),
 		E2E_TEST(client_gone_before_response),
+		E2E_TEST(sigterm_lets_responses_finish),
+		E2E_TEST(second_signal_stops_at_once),
+		E2E_TEST(grace_period_ends),
 	};
 
 	return E2E_RUN("e2e_signals", tests);

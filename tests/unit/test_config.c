@@ -108,6 +108,7 @@ test_defaults(void **state)
 	assert_null(cfg.congestion);
 	assert_int_equal(cfg.tcp_keepalive, 15);
 	assert_true(cfg.header_timeout == 30);
+	assert_true(cfg.grace == 10);
 	assert_int_equal(cfg.verbosity, 0);
 }
 
@@ -369,6 +370,8 @@ static const struct error_case errors[] = {
 	{{"--auth-file"}, "needs a value"},
 	{{"--header-timeout", "0"}, "header timeout"},
 	{{"--deny-dest", "10.0.0.0/40"}, "--deny-dest"},
+	{{"--grace", "-1"}, "grace"},
+	{{"--grace", "soon"}, "grace"},
 	{{"--allow-dest", "lan"}, "--allow-dest"},
 	{{"--header-timeout", "x"}, "header timeout"},
 	{{"-x"}, "unknown option"},
@@ -419,7 +422,7 @@ test_help(void **state)
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
 		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
-		"--allow-dest", "--user",
+		"--allow-dest", "--user", "--grace",
 	};
 	struct outcome o;
 
