@@ -17,6 +17,7 @@
 #define RESPONSE_BUDGET (1u << 20)
 
 static void ready(struct upstream_waiter *w, struct upstream *up);
+static int frame_request(struct exchange *ex);
 static void failed(struct upstream_waiter *w, int status, const char *why);
 static void upstream_event(struct upstream_waiter *w, int revents);
 
@@ -121,6 +122,9 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	}
 	ex->req_head->end = (size_t)n;
 	buf_consume(in, h->head_len);
+	/* Body framing already here is checked before any origin hears of the request. */
+	if (frame_request(ex) < 0)
+		return 0;
 	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
 	                 ex->key, DISPATCH_ANY, ex->restricted);
 	return 0;
