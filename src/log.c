@@ -33,6 +33,9 @@ log_enabled(enum log_level level)
 	return level <= threshold;
 }
 
+static void log_va(enum log_level level, unsigned suppressed, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
 static void
 log_va(enum log_level level, unsigned suppressed, const char *fmt, va_list ap)
 {
