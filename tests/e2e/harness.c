@@ -28,7 +28,7 @@
 
 /* ---- Per-test registry ---- */
 
-#define MAX_DEFERRED 256
+#define MAX_DEFERRED 4096   /* a test may hold thousands of client connections */
 #define MAX_CHILDREN 64
 #define MAX_LOGS 16
 #define MAX_TEMP_DIRS 16

@@ -1,5 +1,6 @@
 /*
- * Running out of file descriptors never spins. The test lowers the running
+ * Running out of file descriptors never spins, and many idle clients do
+ * not slow a request down. The test lowers the running
  * daemon's RLIMIT_NOFILE with prlimit(2) (it is our child), so the daemon
  * believes it has room for thousands of clients and meets EMFILE for real.
  */
@@ -133,12 +134,46 @@ clients_wait_in_the_backlog_without_spinning(void)
 	proxy_stop(&px);
 }
 
+/* 2,000 idle clients cost the daemon nothing a new request would notice. */
+static void
+many_idle_clients_do_not_delay_a_request(void)
+{
+	enum { IDLE = 2000 };
+	static struct client idle[IDLE];
+	struct origin *og = origin_start(handle, NULL);
+	struct rlimit rl;
+	double t0, took;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_max < IDLE * 2 + 512) {
+		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
+		              IDLE * 2 + 512);
+		skip();
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	proxy_start(&px, NULL);
+	for (int i = 0; i < IDLE; i++)
+		client_open(&idle[i], px.port);
+	t0 = now_s();
+	get_ok(og);
+	took = now_s() - t0;
+	if (took > 0.5)
+		fail_msg("a request took %.2f s beside %d idle clients", took, IDLE);
+	/* Every idle client was accepted (the harness's readiness probe adds one). */
+	assert_true(stats_get(proxy_stats(&px), "clients") >= IDLE + 1);
+	for (int i = 0; i < IDLE; i++)
+		client_close(&idle[i]);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(idle_connections_give_way_to_clients),
 		E2E_TEST(clients_wait_in_the_backlog_without_spinning),
+		E2E_TEST(many_idle_clients_do_not_delay_a_request),
 	};
 
 	return E2E_RUN("descriptors", tests);
