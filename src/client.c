@@ -262,6 +262,36 @@ next_request(struct client *c)
 
 /* ---- responses the proxy makes itself ------------------------------------ */
 
+/*
+ * Statuses that name their own kind of error; a 502's cause (unresolved,
+ * connect, reset, bad response) was counted where it was found.
+ */
+static void
+count_refusal(int status)
+{
+	switch (status) {
+	case 403:
+		kp_stats.errors[KP_ERR_REFUSED]++;
+		break;
+	case 407:
+		kp_stats.errors[KP_ERR_UNAUTHORIZED]++;
+		break;
+	case 400:
+	case 414:
+	case 431:
+	case 501:
+	case 505:
+		kp_stats.errors[KP_ERR_BAD_REQUEST]++;
+		break;
+	case 408:
+	case 504:
+		kp_stats.errors[KP_ERR_TIMEOUT]++;
+		break;
+	default:
+		break;
+	}
+}
+
 static void
 flush_local(struct client *c)
 {
@@ -298,6 +328,7 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 	ssize_t n;
 
 	kp_stats.responses_local++;
+	count_refusal(status);
 	log_limited(&refusals, KP_LOG_INFO, "client %s: %s%s%d %s",
 	            net_addr_text(&c->peer.sa, peer, sizeof(peer)), ex->target.key,
 	            ex->target.key[0] ? " " : "", status, why);
@@ -645,14 +676,17 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			client_close(c);
 		break;
 	case CLIENT_FORWARDING:
-		if (exchange_waiting(&c->ex))
+		if (exchange_waiting(&c->ex)) {
 			exchange_wait_timed_out(&c->ex);
-		else if (c->ex.resp == RESP_HEAD && c->ex.resp_received == 0)
+		} else if (c->ex.resp == RESP_HEAD && c->ex.resp_received == 0) {
 			reply_local(c, 504, "the origin did not answer in time", false);
-		else
+		} else {
+			kp_stats.errors[KP_ERR_TIMEOUT]++;
 			abort_client(c, "no progress before the I/O timeout");
+		}
 		break;
 	case CLIENT_TUNNEL:
+		kp_stats.errors[KP_ERR_TIMEOUT]++;
 		abort_client(c, "tunnel idle past --tunnel-timeout");
 		break;
 	case CLIENT_SENDING_LOCAL:

@@ -115,6 +115,8 @@ config_usage(FILE *out)
 	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
 	      "                                  for any (default 443)\n"
 	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
+	      "      --stats-listen ADDR:PORT    serve GET /metrics (Prometheus) and /stats (JSON)\n"
+	      "                                  there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)\n"
 	      "      --grace SECONDS             on SIGTERM or SIGINT, let responses in flight\n"
 	      "                                  finish this long, 0 for none (default 10)\n"
 	      "      --pipe-size BYTES           capacity of each splice pipe (default 1048576)\n"
@@ -158,6 +160,7 @@ enum long_only_option {
 	OPT_DENY_DEST,
 	OPT_ALLOW_DEST,
 	OPT_GRACE,
+	OPT_STATS_LISTEN,
 };
 
 static const struct option long_options[] = {
@@ -192,6 +195,7 @@ static const struct option long_options[] = {
 	{"deny-dest", required_argument, NULL, OPT_DENY_DEST},
 	{"allow-dest", required_argument, NULL, OPT_ALLOW_DEST},
 	{"grace", required_argument, NULL, OPT_GRACE},
+	{"stats-listen", required_argument, NULL, OPT_STATS_LISTEN},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -260,6 +264,37 @@ parse_port_list(struct kp_config *cfg, const char *s)
 	memcpy(cfg->connect_ports, bits, sizeof(bits));
 	cfg->connect_any_port = false;
 	return 0;
+}
+
+/* "127.0.0.1:9251" or "[::1]:9251" into the stats listener; NULL, or what is wrong. */
+static const char *
+parse_listen(struct kp_config *cfg, const char *text)
+{
+	const char *colon = strrchr(text, ':');
+	const char *host = text, *host_end = colon;
+	unsigned long port;
+	struct cidr c;
+
+	if (!colon || parse_unsigned(colon + 1, 1, 65535, &port) < 0)
+		return "--stats-listen wants ADDR:PORT, such as 127.0.0.1:9251 or [::1]:9251";
+	if (*host == '[') {
+		host++;
+		if (host_end[-1] != ']')
+			return "--stats-listen: an IPv6 address goes in brackets, [::1]:9251";
+		host_end--;
+	} else if (memchr(host, ':', (size_t)(host_end - host))) {
+		/* "::1:9251" is itself an IPv6 address: only brackets make it unambiguous. */
+		return "--stats-listen: an IPv6 address goes in brackets, [::1]:9251";
+	}
+	if ((size_t)(host_end - host) >= sizeof(cfg->stats_addr_buf))
+		return "--stats-listen: address too long";
+	memcpy(cfg->stats_addr_buf, host, (size_t)(host_end - host));
+	cfg->stats_addr_buf[host_end - host] = '\0';
+	if (cidr_parse(cfg->stats_addr_buf, &c) < 0 || strchr(cfg->stats_addr_buf, '/'))
+		return "--stats-listen wants a numeric address";
+	cfg->stats_addr = cfg->stats_addr_buf;
+	cfg->stats_port = (unsigned)port;
+	return NULL;
 }
 
 /* Appends a range to a list; NULL, or what is wrong. */
@@ -439,6 +474,9 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 		case OPT_ALLOW_DEST:
 			bad = add_range(cfg->allow_dest, &cfg->nallow_dest, optarg, "--allow-dest");
 			break;
+		case OPT_STATS_LISTEN:
+			bad = parse_listen(cfg, optarg);
+			break;
 		case OPT_GRACE:
 			/* 0 is allowed: stop at once. */
 			if (strcmp(optarg, "0") == 0)
@@ -487,6 +525,12 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
+	if (cfg->stats_addr && !cfg->nallow && !config_bind_is_loopback(cfg->stats_addr)) {
+		fprintf(err, "keepalive-proxy: a stats page on %s without --allow would show anyone "
+		             "who reaches it what the proxy does; list who may read it with --allow\n",
+		        cfg->stats_addr);
+		return CONFIG_ERROR;
+	}
 	if (!cfg->nallow && !cfg->auth_file && !config_bind_is_loopback(cfg->bind_addr)) {
 		fprintf(err, "keepalive-proxy: listening on %s without --allow or --auth-file would "
 		             "let anyone who reaches it use the proxy; list the clients with --allow "

@@ -51,6 +51,10 @@ exchange_init(struct exchange *ex, struct server *srv, struct conn *down, struct
 void
 exchange_release(struct exchange *ex)
 {
+	if (ex->tunneling) {
+		kp_stats.tunnels_open--;
+		ex->tunneling = false;
+	}
 	dispatch_cancel(&ex->waiter);
 	if (ex->up) {
 		upstream_close(ex->up);
@@ -137,6 +141,7 @@ exchange_wait_timed_out(struct exchange *ex)
 
 	if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
 		kp_stats.queue_timeouts++;
+		kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
 		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
 		         ex->srv->cfg->queue_timeout);
 		ex->ops->reply(ex, 503, why, false);
@@ -241,6 +246,7 @@ begin_tunnel(struct exchange *ex)
 	bool fits;
 
 	kp_stats.tunnels++;
+	kp_stats.tunnels_open++;
 	buf_put(ex->req_head);
 	ex->req_head = NULL;
 	mover_release(&ex->resp_mover);
@@ -330,6 +336,7 @@ upstream_lost(struct exchange *ex, const char *why)
 	};
 
 	if (!retry_allowed(&facts)) {
+		kp_stats.errors[KP_ERR_RESET]++;
 		ex->ops->reply(ex, 502, why, true);
 		return;
 	}
@@ -492,6 +499,7 @@ response_head(struct exchange *ex)
 	case HTTP_PARSE_MORE:
 		return 0;
 	case HTTP_PARSE_ERROR:
+		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
 		log_info("upstream %s: bad response head: %s", ex->target.key,
 		         http_parser_error_text(&up->parser));
 		ex->ops->reply(ex, 502,
@@ -563,6 +571,7 @@ frame_response(struct exchange *ex)
 		n = ex->resp_pending || framer_done(&ex->resp_body) ? 1 : n;
 	}
 	if (n < 0) {
+		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
 		ex->ops->abort(ex, "malformed chunked response body");
 		return -1;
 	}
@@ -585,6 +594,7 @@ upstream_ended(struct exchange *ex)
 		                        : "the origin closed the connection without answering");
 		return -1;
 	}
+	kp_stats.errors[KP_ERR_RESET]++;
 	if (ex->resp == RESP_HEAD) {
 		ex->ops->reply(ex, 502, "incomplete response head from the origin", false);
 		return -1;

@@ -287,6 +287,30 @@ pool_remove(struct pool_entry *e)
 		unlink_entry(e);
 }
 
+struct each_host {
+	void (*fn)(const char *key, size_t idle, void *arg);
+	void *arg;
+};
+
+static void
+visit_host(struct table_node *n, void *arg)
+{
+	struct each_host *e = arg;
+	struct pool_host *h = container_of(n, struct pool_host, node);
+
+	if (h->count)
+		e->fn(n->key, h->count, e->arg);
+}
+
+void
+pool_each_host(const struct pool *p, void (*fn)(const char *key, size_t idle, void *arg),
+               void *arg)
+{
+	struct each_host e = {fn, arg};
+
+	table_each((struct table *)&p->hosts, visit_host, &e);
+}
+
 size_t
 pool_count(const struct pool *p)
 {

@@ -328,6 +328,7 @@ int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
 	memset(srv, 0, sizeof(*srv));
+	srv->stats_page.listen_fd = -1;   /* shut down safely even if init stops early */
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->listen_fd = -1;
@@ -350,7 +351,9 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		log_error("cannot start the resolver thread");
 		return -1;
 	}
-	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0)
+	/* The stats page first: once the proxy's port answers, the page does too. */
+	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0 ||
+	    stats_page_init(&srv->stats_page, srv) < 0)
 		return -1;
 	srv->nown = policy_own_addresses(srv->own, 64);
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
@@ -399,6 +402,7 @@ server_shutdown(struct server *srv)
 		ev_timer_stop(srv->loop, &srv->accept_retry);
 		net_close(&srv->listen_fd);
 	}
+	stats_page_shutdown(&srv->stats_page);
 	while (srv->clients)
 		client_close(srv->clients);
 	/* Connects nobody waits for any more, and the idle pool. */

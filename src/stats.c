@@ -1,10 +1,27 @@
 #include "kp/stats.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kp/log.h"
+#include "kp/pool.h"
 
 struct kp_stats kp_stats;
+
+const char *const kp_error_names[KP_ERR_KINDS] = {
+	[KP_ERR_REFUSED] = "refused",
+	[KP_ERR_UNAUTHORIZED] = "unauthorized",
+	[KP_ERR_BAD_REQUEST] = "bad_request",
+	[KP_ERR_TIMEOUT] = "timeout",
+	[KP_ERR_UNRESOLVED] = "unresolved",
+	[KP_ERR_CONNECT] = "connect",
+	[KP_ERR_RESET] = "reset",
+	[KP_ERR_BAD_RESPONSE] = "bad_response",
+	[KP_ERR_QUEUE_TIMEOUT] = "queue_timeout",
+};
 
 void
 stats_log_summary(void)
@@ -21,4 +38,139 @@ stats_log_summary(void)
 	         s->upstream_connects, s->upstream_connect_failures, s->queued, s->queue_waits,
 	         s->queue_wait_seconds, s->queue_timeouts, s->upstream_retries, s->upstream_stale,
 	         s->responses_local, s->pool_idle, s->upstreams_open);
+}
+
+static void append(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+append(struct stats_text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->failed)
+		return;
+	for (;;) {
+		size_t room = t->cap - t->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(t->data ? t->data + t->len : NULL, t->data ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = true;
+			return;
+		}
+		if (t->data && (size_t)n < room) {
+			t->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = t->cap ? t->cap * 2 : 4096;
+			char *grown;
+
+			while (cap - t->len <= (size_t)n)
+				cap *= 2;
+			if (!(grown = realloc(t->data, cap))) {
+				t->failed = true;
+				return;
+			}
+			t->data = grown;
+			t->cap = cap;
+		}
+	}
+}
+
+/* One metric: name, type, help, and the value. */
+struct metric {
+	const char *name, *type, *help;
+	const uint64_t *value;
+};
+
+static const struct metric metrics[] = {
+	{"requests_total", "counter", "Request heads parsed.", &kp_stats.requests},
+	{"upstream_connects_total", "counter", "Upstream connections opened.",
+	 &kp_stats.connects_started},
+	{"upstream_connect_attempts_total", "counter",
+	 "TCP connects attempted (each Happy Eyeballs attempt).", &kp_stats.upstream_connects},
+	{"upstream_reused_total", "counter", "Requests served on a connection used before.",
+	 &kp_stats.upstream_reuses},
+	{"requests_on_freed_connection_total", "counter",
+	 "Requests served by a connection that freed up while a connect for them was on its way.",
+	 &kp_stats.requests_on_freed},
+	{"requests_on_new_connection_total", "counter",
+	 "Requests served on a connection that had just connected.", &kp_stats.requests_on_new},
+	{"upstream_connects_unused_total", "counter",
+	 "Connects that completed with nobody waiting and went into the pool.",
+	 &kp_stats.connects_unused},
+	{"retries_total", "counter", "Requests sent again after a stale pooled connection.",
+	 &kp_stats.upstream_retries},
+	{"local_responses_total", "counter", "Responses the proxy made itself.",
+	 &kp_stats.responses_local},
+	{"clients_accepted_total", "counter", "Client connections accepted.",
+	 &kp_stats.clients_accepted},
+	{"bytes_spliced_total", "counter", "Bytes moved with splice(2).", &kp_stats.bytes_spliced},
+	{"bytes_copied_total", "counter", "Response and tunnel bytes copied through user space.",
+	 &kp_stats.bytes_copied},
+	{"bytes_to_clients_total", "counter", "Bytes sent to clients.", &kp_stats.bytes_to_clients},
+	{"bytes_to_upstreams_total", "counter", "Bytes sent to origins.",
+	 &kp_stats.bytes_to_upstreams},
+	{"pool_expired_total", "counter", "Idle connections closed by the idle timeout.",
+	 &kp_stats.pool_expired},
+	{"pool_evicted_total", "counter", "Idle connections closed to honour a cap.",
+	 &kp_stats.pool_evicted},
+	{"queue_waits_total", "counter", "Requests that waited for a connection.",
+	 &kp_stats.queue_waits},
+	{"idle_upstream_connections", "gauge", "Idle upstream connections in the pool.",
+	 &kp_stats.pool_idle},
+	{"upstream_connections", "gauge", "Upstream connections open, busy or idle.",
+	 &kp_stats.upstreams_open},
+	{"clients", "gauge", "Client connections open.", &kp_stats.clients_active},
+	{"tunnels", "gauge", "CONNECT and upgrade tunnels open.", &kp_stats.tunnels_open},
+	{"queued_requests", "gauge", "Requests waiting for a connection.", &kp_stats.queued},
+};
+
+void
+stats_render_prometheus(struct stats_text *t)
+{
+	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
+		const struct metric *m = &metrics[i];
+
+		append(t, "# HELP keepalive_proxy_%s %s\n# TYPE keepalive_proxy_%s %s\n"
+		          "keepalive_proxy_%s %" PRIu64 "\n",
+		       m->name, m->help, m->name, m->type, m->name, *m->value);
+	}
+	append(t, "# HELP keepalive_proxy_queue_wait_seconds_total Time requests waited for a "
+	          "connection.\n# TYPE keepalive_proxy_queue_wait_seconds_total counter\n"
+	          "keepalive_proxy_queue_wait_seconds_total %.6f\n",
+	       kp_stats.queue_wait_seconds);
+	append(t, "# HELP keepalive_proxy_errors_total Failures, by kind.\n"
+	          "# TYPE keepalive_proxy_errors_total counter\n");
+	for (int k = 0; k < KP_ERR_KINDS; k++)
+		append(t, "keepalive_proxy_errors_total{kind=\"%s\"} %" PRIu64 "\n", kp_error_names[k],
+		       kp_stats.errors[k]);
+}
+
+static void
+json_host(const char *key, size_t idle, void *arg)
+{
+	struct stats_text *t = arg;
+
+	/* Keys are host:port from parsed URLs: no quote or backslash can be in them. */
+	append(t, "%s\"%s\": %zu", t->len && t->data[t->len - 1] == '{' ? "" : ", ", key, idle);
+}
+
+void
+stats_render_json(struct stats_text *t, const struct pool *pool)
+{
+	append(t, "{");
+	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
+		append(t, "\"%s\": %" PRIu64 ", ", metrics[i].name, *metrics[i].value);
+	append(t, "\"queue_wait_seconds_total\": %.6f, \"errors_total\": {",
+	       kp_stats.queue_wait_seconds);
+	for (int k = 0; k < KP_ERR_KINDS; k++)
+		append(t, "%s\"%s\": %" PRIu64, k ? ", " : "", kp_error_names[k], kp_stats.errors[k]);
+	append(t, "}, \"idle_per_host\": {");
+	if (pool)
+		pool_each_host(pool, json_host, t);
+	append(t, "}}\n");
 }

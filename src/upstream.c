@@ -269,6 +269,8 @@ fail(struct upstream *up)
 	int err = up->last_error;
 
 	kp_stats.upstream_connect_failures++;
+	if (up->refused != up->addrs.count)
+		kp_stats.errors[KP_ERR_CONNECT]++;
 	if (up->refused == up->addrs.count)
 		dispatch_connect_failed(up, 403,
 		                        "the destination is not reachable from your network "
@@ -462,6 +464,7 @@ resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->host_name,
 		         dns_error_text(error));
 		kp_stats.upstream_connect_failures++;
+		kp_stats.errors[KP_ERR_UNRESOLVED]++;
 		dispatch_connect_failed(up, 502, why);
 		return;
 	}

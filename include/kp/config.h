@@ -26,6 +26,9 @@ struct kp_config {
 	unsigned nallow;
 	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
 	const char *user;            /* -u: run as this user once the socket is bound */
+	const char *stats_addr;      /* --stats-listen address; NULL: no stats page */
+	unsigned stats_port;
+	char stats_addr_buf[64];
 
 	/* Where it may go. */
 	struct cidr deny_dest[KP_MAX_CIDRS];    /* --deny-dest: for every client */

@@ -91,6 +91,10 @@ pool_entry_pooled(const struct pool_entry *e)
 	return e->host != NULL;
 }
 
+/* Calls fn for every host with idle entries: its key and how many. */
+void pool_each_host(const struct pool *p, void (*fn)(const char *key, size_t idle, void *arg),
+                    void *arg);
+
 /* Idle entries in the pool, and for one key. */
 size_t pool_count(const struct pool *p);
 size_t pool_count_key(const struct pool *p, const char *key);

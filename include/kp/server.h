@@ -14,6 +14,7 @@
 #include "kp/cidr.h"
 #include "kp/config.h"
 #include "kp/dispatch.h"
+#include "kp/stats_page.h"
 
 struct auth;
 struct client;
@@ -25,6 +26,7 @@ struct server {
 	const struct kp_config *cfg;
 	struct pool *pool;
 	struct dispatch dispatch;        /* which request gets which upstream connection */
+	struct stats_page stats_page;    /* --stats-listen */
 	int listen_fd;
 	ev_io accept_watcher;
 	ev_timer accept_retry;           /* accepting again after descriptors ran out */

@@ -5,7 +5,25 @@
 #ifndef KP_STATS_H
 #define KP_STATS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* What went wrong, for keepalive_proxy_errors_total{kind="..."}. */
+enum kp_error_kind {
+	KP_ERR_REFUSED,         /* 403: --allow, destination rules, --connect-ports */
+	KP_ERR_UNAUTHORIZED,    /* 407 */
+	KP_ERR_BAD_REQUEST,     /* 400, 414, 431, 501, 505 */
+	KP_ERR_TIMEOUT,         /* 408, 504, and exchanges or tunnels cut off for silence */
+	KP_ERR_UNRESOLVED,      /* the name did not resolve */
+	KP_ERR_CONNECT,         /* no address of the origin could be connected to */
+	KP_ERR_RESET,           /* the origin closed or reset the connection mid-exchange */
+	KP_ERR_BAD_RESPONSE,    /* malformed response head or framing */
+	KP_ERR_QUEUE_TIMEOUT,   /* 503: no connection within --queue-timeout */
+	KP_ERR_KINDS,
+};
+
+extern const char *const kp_error_names[KP_ERR_KINDS];
 
 struct kp_stats {
 	uint64_t clients_accepted;     /* client connections accepted */
@@ -40,11 +58,27 @@ struct kp_stats {
 	uint64_t bytes_copied;         /* response or tunnel bytes read into user space on the copy path */
 	uint64_t pipes_open;           /* pipes in use or pooled now */
 	uint64_t tunnels;              /* CONNECT and upgrade tunnels opened */
+	uint64_t tunnels_open;         /* ... and open now */
+	uint64_t errors[KP_ERR_KINDS]; /* by kind */
 };
 
 extern struct kp_stats kp_stats;
 
 /* Writes a one-line summary through the logger. */
 void stats_log_summary(void);
+
+/* A growing text buffer the renderers append to; NULL data when memory ran out. */
+struct stats_text {
+	char *data;
+	size_t len, cap;
+	bool failed;
+};
+
+struct pool;
+
+/* The counters in the Prometheus text format (version 0.0.4). */
+void stats_render_prometheus(struct stats_text *t);
+/* The same numbers as JSON, plus idle connections per host from pool. */
+void stats_render_json(struct stats_text *t, const struct pool *pool);
 
 #endif

@@ -371,6 +371,10 @@ static const struct error_case errors[] = {
 	{{"--header-timeout", "0"}, "header timeout"},
 	{{"--deny-dest", "10.0.0.0/40"}, "--deny-dest"},
 	{{"--grace", "-1"}, "grace"},
+	{{"--stats-listen", "9251"}, "--stats-listen"},
+	{{"--stats-listen", "localhost:9251"}, "--stats-listen"},
+	{{"--stats-listen", "::1:9251"}, "--stats-listen"},
+	{{"--stats-listen", "0.0.0.0:9251"}, "--allow"},
 	{{"--grace", "soon"}, "grace"},
 	{{"--allow-dest", "lan"}, "--allow-dest"},
 	{{"--header-timeout", "x"}, "header timeout"},
@@ -422,7 +426,7 @@ test_help(void **state)
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
 		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
-		"--allow-dest", "--user", "--grace",
+		"--allow-dest", "--user", "--grace", "--stats-listen",
 	};
 	struct outcome o;
 

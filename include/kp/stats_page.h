@@ -1,0 +1,26 @@
+/*
+ * The stats page: a second listening socket (--stats-listen) in the same
+ * loop, answering GET /metrics (Prometheus text format) and GET /stats
+ * (JSON) with the counters of stats.h, 404 for anything else, and 403 for
+ * clients outside --allow. One request per connection; nothing it does
+ * touches the proxy's own clients or upstream connections.
+ */
+#ifndef KP_STATS_PAGE_H
+#define KP_STATS_PAGE_H
+
+#include <ev.h>
+
+struct server;
+
+struct stats_page {
+	struct server *srv;
+	int listen_fd;                 /* -1: off */
+	ev_io accept_watcher;
+	struct page_conn *conns;       /* open connections, for shutdown */
+};
+
+/* Listens when the config asks for it; -1 with a message logged on failure. */
+int stats_page_init(struct stats_page *sp, struct server *srv);
+void stats_page_shutdown(struct stats_page *sp);
+
+#endif

@@ -1,0 +1,215 @@
+#include "kp/stats_page.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kp/cidr.h"
+#include "kp/dns.h"
+#include "kp/evglue.h"
+#include "kp/http.h"
+#include "kp/log.h"
+#include "kp/net.h"
+#include "kp/server.h"
+#include "kp/stats.h"
+
+/* A scraper sends one short request at once; anything slower is dropped. */
+#define PAGE_TIMEOUT 5.0
+#define PAGE_REQUEST_MAX 2048
+
+struct page_conn {
+	struct stats_page *sp;
+	int fd;
+	ev_io io;
+	ev_timer timer;
+	char in[PAGE_REQUEST_MAX];
+	size_t in_len;
+	struct stats_text out;         /* the whole response once the request is in */
+	size_t sent;
+	union dns_addr peer;
+	struct page_conn *prev, *next;
+};
+
+static void
+page_close(struct page_conn *pc)
+{
+	struct ev_loop *loop = pc->sp->srv->loop;
+
+	ev_io_stop(loop, &pc->io);
+	ev_timer_stop(loop, &pc->timer);
+	net_close(&pc->fd);
+	if (pc->prev)
+		pc->prev->next = pc->next;
+	else
+		pc->sp->conns = pc->next;
+	if (pc->next)
+		pc->next->prev = pc->prev;
+	free(pc->out.data);
+	free(pc);
+}
+
+/* Status line and fields, then the body: one buffer, sent as it drains. */
+static void
+respond(struct page_conn *pc, int status, const char *type, struct stats_text *body)
+{
+	struct stats_text *o = &pc->out;
+	size_t body_len = body && body->data ? body->len : 0;
+	char head[256];
+	int n = snprintf(head, sizeof(head),
+	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+	                 "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+	                 status, http_status_reason(status), type, body_len);
+
+	o->cap = (size_t)n + body_len;
+	if (!(o->data = malloc(o->cap))) {
+		o->failed = true;
+		return;
+	}
+	memcpy(o->data, head, (size_t)n);
+	if (body_len)
+		memcpy(o->data + n, body->data, body_len);
+	o->len = o->cap;
+}
+
+static void
+answer(struct page_conn *pc)
+{
+	const struct kp_config *cfg = pc->sp->srv->cfg;
+	struct stats_text body = {0};
+	char *eol = memchr(pc->in, '\r', pc->in_len);
+	size_t line = eol ? (size_t)(eol - pc->in) : pc->in_len;
+
+	if (cfg->nallow && !cidr_any_match(cfg->allow, cfg->nallow, &pc->peer.sa)) {
+		respond(pc, 403, "text/plain", NULL);
+	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
+	           (strncmp(pc->in + 4, "/metrics ", 9) == 0 ||
+	            strncmp(pc->in + 4, "/metrics?", 9) == 0)) {
+		stats_render_prometheus(&body);
+		respond(pc, body.failed ? 503 : 200, "text/plain; version=0.0.4", &body);
+	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
+	           strncmp(pc->in + 4, "/stats ", 7) == 0) {
+		stats_render_json(&body, pc->sp->srv->pool);
+		respond(pc, body.failed ? 503 : 200, "application/json", &body);
+	} else {
+		respond(pc, 404, "text/plain", NULL);
+	}
+	free(body.data);
+}
+
+static void
+page_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct page_conn *pc = container_of(w, struct page_conn, io);
+	ssize_t n;
+
+	(void)revents;
+	if (!pc->out.data) {
+		n = recv(pc->fd, pc->in + pc->in_len, sizeof(pc->in) - 1 - pc->in_len, 0);
+		if (n <= 0) {
+			if (n == 0 || !net_would_block())
+				page_close(pc);
+			return;
+		}
+		pc->in_len += (size_t)n;
+		pc->in[pc->in_len] = '\0';
+		if (!strstr(pc->in, "\r\n\r\n")) {
+			if (pc->in_len == sizeof(pc->in) - 1)
+				page_close(pc);
+			return;
+		}
+		answer(pc);
+		if (pc->out.failed) {
+			page_close(pc);
+			return;
+		}
+		ev_io_stop(loop, &pc->io);
+		ev_io_set(&pc->io, pc->fd, EV_WRITE);
+		ev_io_start(loop, &pc->io);
+	}
+	n = send(pc->fd, pc->out.data + pc->sent, pc->out.len - pc->sent, MSG_NOSIGNAL);
+	if (n < 0 && net_would_block())
+		return;
+	if (n <= 0 || (pc->sent += (size_t)n) == pc->out.len)
+		page_close(pc);
+}
+
+static void
+page_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	page_close(container_of(w, struct page_conn, timer));
+}
+
+static void
+page_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct stats_page *sp = container_of(w, struct stats_page, accept_watcher);
+	static struct log_limit accept_log = LOG_LIMIT(10);
+
+	(void)revents;
+	for (int i = 0; i < 16; i++) {
+		union dns_addr peer;
+		socklen_t len = sizeof(peer);
+		int fd = accept4(sp->listen_fd, &peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct page_conn *pc;
+
+		if (fd < 0) {
+			if (!net_would_block() && errno != ECONNABORTED)
+				log_limited(&accept_log, KP_LOG_WARN, "stats page: accept: %s",
+				            strerror(errno));
+			return;
+		}
+		if (!(pc = calloc(1, sizeof(*pc)))) {
+			close(fd);
+			return;
+		}
+		pc->sp = sp;
+		pc->fd = fd;
+		pc->peer = peer;
+		ev_io_init(&pc->io, page_io, fd, EV_READ);
+		ev_io_start(loop, &pc->io);
+		ev_timer_init(&pc->timer, page_timeout, PAGE_TIMEOUT, 0.);
+		ev_timer_start(loop, &pc->timer);
+		pc->next = sp->conns;
+		if (sp->conns)
+			sp->conns->prev = pc;
+		sp->conns = pc;
+	}
+}
+
+int
+stats_page_init(struct stats_page *sp, struct server *srv)
+{
+	const struct kp_config *cfg = srv->cfg;
+
+	memset(sp, 0, sizeof(*sp));
+	sp->srv = srv;
+	sp->listen_fd = -1;
+	if (!cfg->stats_addr)
+		return 0;
+	sp->listen_fd = net_listen(cfg->stats_addr, cfg->stats_port, 64, cfg);
+	if (sp->listen_fd < 0) {
+		log_error("--stats-listen %s port %u: %s", cfg->stats_addr, cfg->stats_port,
+		          strerror(errno));
+		return -1;
+	}
+	ev_io_init(&sp->accept_watcher, page_accept, sp->listen_fd, EV_READ);
+	ev_io_start(srv->loop, &sp->accept_watcher);
+	log_info("stats page on %s port %u: /metrics, /stats", cfg->stats_addr, cfg->stats_port);
+	return 0;
+}
+
+void
+stats_page_shutdown(struct stats_page *sp)
+{
+	if (sp->listen_fd >= 0) {
+		ev_io_stop(sp->srv->loop, &sp->accept_watcher);
+		net_close(&sp->listen_fd);
+	}
+	while (sp->conns)
+		page_close(sp->conns);
+}
