@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/access_log.h"
 #include "kp/cidr.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
@@ -199,12 +200,45 @@ client_reap(struct server *srv)
 	}
 }
 
+/* The access log line of the request in flight, once. */
+static void
+log_request(struct client *c, int status, uint64_t bytes, const char *upstream)
+{
+	struct exchange *ex = &c->ex;
+	struct access_entry e;
+
+	if (!c->srv->cfg->access_log || ex->logged || ex->started == 0)
+		return;
+	ex->logged = true;
+	e.client = &c->peer.sa;
+	e.method = llhttp_method_name((llhttp_method_t)ex->method);
+	e.target = ex->url;
+	e.target_len = ex->url_len;
+	e.status = status;
+	e.bytes = bytes;
+	e.seconds = ev_now(c->srv->loop) - ex->started;
+	e.upstream = upstream;
+	access_log_write(&e);
+}
+
+/* Which connection served the exchange, in the log's words. */
+static const char *
+upstream_word(const struct exchange *ex)
+{
+	if (ex->tunneling || ex->connect)
+		return "tunnel";
+	return dispatch_source_names[ex->waiter.source];
+}
+
 /* Something went wrong after the response began: all that is left is to close. */
 static void
 abort_client(struct client *c, const char *why)
 {
 	char peer[64];
 
+	log_request(c, c->ex.tunneling || c->ex.resp != RESP_HEAD ? c->ex.status : 0,
+	            c->ex.tunneling ? c->ex.tunnel.to_client.bytes : c->ex.resp_sent,
+	            upstream_word(&c->ex));
 	if (why)
 		log_debug("client %s: %s%s%s: closing",
 		          net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->ex.target.key,
@@ -335,6 +369,7 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 	exchange_release(ex);
 	/* A final response already began: the only honest signal left is the close. */
 	if (ex->resp != RESP_HEAD) {
+		log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
 		client_close(c);
 		return;
 	}
@@ -360,6 +395,7 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 		return;
 	}
 	c->out->end += (size_t)n;
+	log_request(c, status, (uint64_t)n, "local");
 	set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
@@ -394,6 +430,7 @@ ex_finished(struct exchange *ex)
 {
 	struct client *c = container_of(ex, struct client, ex);
 
+	log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
 	if (!ex->client_keep_alive)
 		linger_close(c);
 	else
@@ -458,6 +495,7 @@ answer_as_final_recipient(struct client *c)
 	c->out->end += (size_t)n;
 	ex->client_keep_alive = keep_alive;
 	ex->status = 200;
+	log_request(c, 200, (uint64_t)n, "local");
 	set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
@@ -476,6 +514,11 @@ admit_request(struct client *c)
 
 	kp_stats.requests++;
 	exchange_open(ex, h);
+	if (c->srv->cfg->access_log) {
+		/* The head's bytes are gone by the time the line is written. */
+		ex->url_len = (uint16_t)(h->url.len < sizeof(ex->url) ? h->url.len : sizeof(ex->url));
+		memcpy(ex->url, base + h->url.off, ex->url_len);
+	}
 	ex->restricted = !cidr_is_loopback(&c->peer.sa);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->conn.fd,
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,

@@ -115,6 +115,9 @@ config_usage(FILE *out)
 	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
 	      "                                  for any (default 443)\n"
 	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
+	      "      --access-log FILE           one line per request to FILE (or 'syslog');\n"
+	      "                                  reopened on SIGHUP\n"
+	      "      --log-query                 keep query strings in the access log\n"
 	      "      --stats-listen ADDR:PORT    serve GET /metrics (Prometheus) and /stats (JSON)\n"
 	      "                                  there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)\n"
 	      "      --grace SECONDS             on SIGTERM or SIGINT, let responses in flight\n"
@@ -161,6 +164,8 @@ enum long_only_option {
 	OPT_ALLOW_DEST,
 	OPT_GRACE,
 	OPT_STATS_LISTEN,
+	OPT_ACCESS_LOG,
+	OPT_LOG_QUERY,
 };
 
 static const struct option long_options[] = {
@@ -196,6 +201,8 @@ static const struct option long_options[] = {
 	{"allow-dest", required_argument, NULL, OPT_ALLOW_DEST},
 	{"grace", required_argument, NULL, OPT_GRACE},
 	{"stats-listen", required_argument, NULL, OPT_STATS_LISTEN},
+	{"access-log", required_argument, NULL, OPT_ACCESS_LOG},
+	{"log-query", no_argument, NULL, OPT_LOG_QUERY},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -473,6 +480,12 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			break;
 		case OPT_ALLOW_DEST:
 			bad = add_range(cfg->allow_dest, &cfg->nallow_dest, optarg, "--allow-dest");
+			break;
+		case OPT_ACCESS_LOG:
+			cfg->access_log = optarg;
+			break;
+		case OPT_LOG_QUERY:
+			cfg->log_query = true;
 			break;
 		case OPT_STATS_LISTEN:
 			bad = parse_listen(cfg, optarg);

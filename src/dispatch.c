@@ -28,7 +28,7 @@ struct dispatch_host {
 	char name[256];
 };
 
-static const char *const source_names[] = {
+const char *const dispatch_source_names[3] = {
 	[DISPATCH_FROM_POOL] = "pooled",
 	[DISPATCH_FROM_CONNECT] = "new",
 	[DISPATCH_FROM_FREED] = "freed-up",
@@ -143,8 +143,9 @@ serve(struct upstream_waiter *w, struct upstream *up, enum dispatch_source sourc
 		break;
 	}
 	upstream_hand_to(up, w);
+	w->source = source;
 	log_debug("upstream %s fd %d: %s (exchange %u)", up->key, up->conn.fd,
-	          source_names[source], up->exchanges + 1);
+	          dispatch_source_names[source], up->exchanges + 1);
 	w->ready(w, up);
 }
 

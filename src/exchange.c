@@ -286,6 +286,7 @@ ready(struct upstream_waiter *w, struct upstream *up)
 		static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		struct buf **out = ex->down_out;
 
+		ex->status = 200;
 		if (!*out && !(*out = buf_get())) {
 			ex->ops->abort(ex, "out of memory");
 			return;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/access_log.h"
 #include "kp/auth.h"
 #include "kp/buf.h"
 #include "kp/client.h"
@@ -177,6 +178,7 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)loop;
 	(void)revents;
 	log_info("SIGHUP: reloading");
+	access_log_reopen();
 	srv->nown = policy_own_addresses(srv->own, 64);
 	load_auth(srv);
 }
@@ -355,6 +357,10 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0 ||
 	    stats_page_init(&srv->stats_page, srv) < 0)
 		return -1;
+	if (cfg->access_log && access_log_open(loop, cfg->access_log, cfg->log_query) < 0) {
+		log_error("--access-log %s: %s", cfg->access_log, strerror(errno));
+		return -1;
+	}
 	srv->nown = policy_own_addresses(srv->own, 64);
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
@@ -424,6 +430,7 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sighup_watcher);
 	auth_free(srv->auth);
 	srv->auth = NULL;
+	access_log_close();
 	ev_prepare_stop(srv->loop, &srv->reaper);
 	buf_drain_free_list();
 	stats_log_summary();

@@ -26,6 +26,8 @@ struct kp_config {
 	unsigned nallow;
 	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
 	const char *user;            /* -u: run as this user once the socket is bound */
+	const char *access_log;      /* --access-log FILE or "syslog"; NULL: none */
+	bool log_query;              /* --log-query: keep query strings in it */
 	const char *stats_addr;      /* --stats-listen address; NULL: no stats page */
 	unsigned stats_port;
 	char stats_addr_buf[64];

@@ -46,6 +46,7 @@ struct upstream_waiter {
 	struct upstream_waiter *prev, *next; /* the host's queue, oldest first */
 	struct upstream *connect;            /* a connect started for it, still on its way */
 	ev_tstamp since;                     /* when it started waiting */
+	int source;                          /* enum dispatch_source of the last answer */
 };
 
 enum dispatch_how {
@@ -55,6 +56,7 @@ enum dispatch_how {
 };
 
 /* How a request ended up with its connection, for the counters and logs. */
+extern const char *const dispatch_source_names[3];
 enum dispatch_source {
 	DISPATCH_FROM_POOL,    /* idle in the pool when it asked */
 	DISPATCH_FROM_CONNECT, /* a connect completed */

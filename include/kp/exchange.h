@@ -92,6 +92,9 @@ struct exchange {
 	struct tunnel tunnel;
 	uint8_t method;
 	uint8_t client_minor;
+	bool logged;                  /* its access log line is written */
+	uint16_t url_len;
+	char url[512];                /* the request-target, for the access log (when on) */
 	unsigned retries;
 	uint16_t status;
 	ev_tstamp started;

@@ -426,7 +426,7 @@ test_help(void **state)
 		"--version", "--help", "--max-conns-per-host", "--queue-timeout",
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
 		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
-		"--allow-dest", "--user", "--grace", "--stats-listen",
+		"--allow-dest", "--user", "--grace", "--stats-listen", "--access-log", "--log-query",
 	};
 	struct outcome o;
 

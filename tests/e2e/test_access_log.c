@@ -1,0 +1,138 @@
+/*
+ * The access log: one line per request (client, method, URL without its
+ * query unless --log-query, status, bytes, duration, new/pooled/local/
+ * tunnel), written within a second, and a fresh file after SIGHUP once the
+ * old one was moved away (logrotate).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "origin.h"
+
+static struct proxy px;
+
+static void
+handle(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	origin_reply(c, 200, NULL, "ok");
+}
+
+static void
+raw_echo(struct origin_conn *c, void *arg)
+{
+	(void)arg;
+	origin_echo(c, 5000, NULL);
+}
+
+/* The file's text once it holds at least n lines (waits up to 3 s). */
+static char *
+wait_lines(const char *path, unsigned n)
+{
+	for (int i = 0; i < 300; i++) {
+		char *text = read_file_all(path, NULL);
+		unsigned lines = 0;
+
+		for (char *p = text; p && (p = strchr(p, '\n')) != NULL; p++)
+			lines++;
+		if (lines >= n)
+			return text;
+		free(text);
+		sleep_ms(10);
+	}
+	fail_msg("%s has fewer than %u lines after 3 s", path, n);
+	return NULL;
+}
+
+static void
+get(struct origin *og, const char *path, int want)
+{
+	struct response r;
+	char url[160];
+
+	fetch(px.port, "GET", origin_url(og, path, url, sizeof(url)), &r);
+	assert_status(&r, want);
+	response_free(&r);
+}
+
+static void
+one_line_per_request(void)
+{
+	char log[512], moved[520], line[256], authority[64];
+	const char *args[] = {"--access-log", log, "--connect-ports", "*", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	struct origin *raw = origin_start_raw(raw_echo, NULL);
+	struct client c;
+	struct response r;
+	char *text;
+
+	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());
+	proxy_start(&px, args);
+	get(og, "/first?token=secret", 200);
+	get(og, "/second", 200);
+	snprintf(authority, sizeof(authority), "127.0.0.1:%d", origin_port(raw));
+	open_tunnel(&c, px.port, authority);
+	client_close(&c);
+	client_open(&c, px.port);
+	client_sendf(&c, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n");
+	read_response_ok(&c, &r, 0);
+	response_free(&r);
+	client_close(&c);
+	text = wait_lines(log, 4);
+	snprintf(line, sizeof(line), " 127.0.0.1:");
+	assert_non_null(strstr(text, line));
+	snprintf(line, sizeof(line), " GET http://127.0.0.1:%d/first 200 2 ", origin_port(og));
+	if (!strstr(text, line))
+		fail_msg("no line with '%s' in:\n%s", line, text);
+	assert_null(strstr(text, "token=secret"));
+	assert_non_null(strstr(text, "ms new\n"));
+	assert_non_null(strstr(text, "ms pooled\n"));
+	snprintf(line, sizeof(line), " CONNECT %s 200 ", authority);
+	assert_non_null(strstr(text, line));
+	assert_non_null(strstr(text, "ms tunnel\n"));
+	assert_non_null(strstr(text, " GET /relative 400 "));
+	free(text);
+
+	/* logrotate: move the file, SIGHUP, and the next line goes to a new one. */
+	snprintf(moved, sizeof(moved), "%s.1", log);
+	assert_int_equal(rename(log, moved), 0);
+	kill(px.pid, SIGHUP);
+	sleep_ms(200);
+	get(og, "/third", 200);
+	text = wait_lines(log, 1);
+	assert_non_null(strstr(text, "/third 200"));
+	free(text);
+	proxy_stop(&px);
+}
+
+static void
+query_kept_when_asked(void)
+{
+	char log[512];
+	const char *args[] = {"--access-log", log, "--log-query", NULL};
+	struct origin *og = origin_start(handle, NULL);
+	char *text;
+
+	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());
+	proxy_start(&px, args);
+	get(og, "/q?page=2", 200);
+	text = wait_lines(log, 1);
+	assert_non_null(strstr(text, "/q?page=2 200"));
+	free(text);
+	proxy_stop(&px);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(one_line_per_request),
+		E2E_TEST(query_kept_when_asked),
+	};
+
+	return E2E_RUN("access_log", tests);
+}
