@@ -118,6 +118,8 @@ config_usage(FILE *out)
 	      "      --access-log FILE           one line per request to FILE (or 'syslog');\n"
 	      "                                  reopened on SIGHUP\n"
 	      "      --log-query                 keep query strings in the access log\n"
+	      "      --syslog                    log to syslog (facility daemon), not stderr\n"
+	      "      --pidfile FILE              write the process id to FILE once listening\n"
 	      "      --stats-listen ADDR:PORT    serve GET /metrics (Prometheus) and /stats (JSON)\n"
 	      "                                  there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)\n"
 	      "      --grace SECONDS             on SIGTERM or SIGINT, let responses in flight\n"
@@ -166,6 +168,8 @@ enum long_only_option {
 	OPT_STATS_LISTEN,
 	OPT_ACCESS_LOG,
 	OPT_LOG_QUERY,
+	OPT_SYSLOG,
+	OPT_PIDFILE,
 };
 
 static const struct option long_options[] = {
@@ -203,6 +207,8 @@ static const struct option long_options[] = {
 	{"stats-listen", required_argument, NULL, OPT_STATS_LISTEN},
 	{"access-log", required_argument, NULL, OPT_ACCESS_LOG},
 	{"log-query", no_argument, NULL, OPT_LOG_QUERY},
+	{"syslog", no_argument, NULL, OPT_SYSLOG},
+	{"pidfile", required_argument, NULL, OPT_PIDFILE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -486,6 +492,12 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			break;
 		case OPT_LOG_QUERY:
 			cfg->log_query = true;
+			break;
+		case OPT_SYSLOG:
+			cfg->syslog = true;
+			break;
+		case OPT_PIDFILE:
+			cfg->pidfile = optarg;
 			break;
 		case OPT_STATS_LISTEN:
 			bad = parse_listen(cfg, optarg);

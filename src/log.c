@@ -1,11 +1,29 @@
 #include "kp/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/time.h>
+#include <syslog.h>
 #include <time.h>
 
 static enum log_level threshold = KP_LOG_INFO;
+static bool use_syslog;
+
+static const int syslog_priority[] = {
+	[KP_LOG_ERROR] = LOG_ERR,
+	[KP_LOG_WARN] = LOG_WARNING,
+	[KP_LOG_INFO] = LOG_INFO,
+	[KP_LOG_DEBUG] = LOG_DEBUG,
+	[KP_LOG_TRACE] = LOG_DEBUG,
+};
+
+void
+log_to_syslog(void)
+{
+	openlog("keepalive-proxy", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	use_syslog = true;
+}
 
 static const char *const level_names[] = {
 	[KP_LOG_ERROR] = "error",
@@ -44,6 +62,15 @@ log_va(enum log_level level, unsigned suppressed, const char *fmt, va_list ap)
 	struct tm tm;
 	int n;
 
+	if (use_syslog) {
+		/* syslog stamps the time and the level itself. */
+		n = vsnprintf(line, sizeof(line), fmt, ap);
+		if (suppressed && n >= 0 && (size_t)n < sizeof(line))
+			snprintf(line + n, sizeof(line) - (size_t)n, " (%u more like it left out)",
+			         suppressed);
+		syslog(syslog_priority[level], "%s", line);
+		return;
+	}
 	gettimeofday(&now, NULL);
 	localtime_r(&now.tv_sec, &tm);
 	n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%03ld %s: ",

@@ -25,6 +25,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	log_set_verbosity(cfg.verbosity);
+	if (cfg.syslog)
+		log_to_syslog();
 	/* A peer that vanishes must cost one connection, never the process. */
 	signal(SIGPIPE, SIG_IGN);
 	loop = ev_default_loop(EVFLAG_AUTO);

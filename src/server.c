@@ -290,6 +290,24 @@ check_upstream_tuning(const struct kp_config *cfg)
 	return -1;
 }
 
+/* Written once the port is bound, so whoever waits for it may connect at once. */
+static int
+write_pidfile(struct server *srv)
+{
+	const struct kp_config *cfg = srv->cfg;
+	FILE *f;
+
+	if (!cfg->pidfile)
+		return 0;
+	if (!(f = fopen(cfg->pidfile, "we")) || fprintf(f, "%ld\n", (long)getpid()) < 0 ||
+	    fclose(f) != 0) {
+		log_error("--pidfile %s: %s", cfg->pidfile, strerror(errno));
+		return -1;
+	}
+	srv->pidfile_written = true;
+	return 0;
+}
+
 /*
  * Gives up root for -u USER: supplementary groups, group, then user, in
  * that order (each step needs the privilege the next one drops). The
@@ -368,7 +386,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
 		return -1;
 	}
-	if (drop_privileges(cfg) < 0)
+	if (write_pidfile(srv) < 0 || drop_privileges(cfg) < 0)
 		return -1;
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
 	ev_init(&srv->accept_retry, accept_retry_cb);
@@ -431,6 +449,9 @@ server_shutdown(struct server *srv)
 	auth_free(srv->auth);
 	srv->auth = NULL;
 	access_log_close();
+	/* Best effort: after -u the directory may no longer be ours to write. */
+	if (srv->pidfile_written)
+		unlink(srv->cfg->pidfile);
 	ev_prepare_stop(srv->loop, &srv->reaper);
 	buf_drain_free_list();
 	stats_log_summary();

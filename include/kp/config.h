@@ -27,6 +27,8 @@ struct kp_config {
 	const char *auth_file;       /* --auth-file: user:password lines; NULL: no auth */
 	const char *user;            /* -u: run as this user once the socket is bound */
 	const char *access_log;      /* --access-log FILE or "syslog"; NULL: none */
+	bool syslog;                 /* --syslog: the daemon's log to syslog(3), not stderr */
+	const char *pidfile;         /* --pidfile FILE, written once listening; NULL: none */
 	bool log_query;              /* --log-query: keep query strings in it */
 	const char *stats_addr;      /* --stats-listen address; NULL: no stats page */
 	unsigned stats_port;

@@ -16,6 +16,8 @@ enum log_level {
 
 /* verbosity 0 shows INFO and above; each -v shows one level more. */
 void log_set_verbosity(int verbosity);
+/* From now on lines go to syslog(3) (facility daemon) instead of stderr. */
+void log_to_syslog(void);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -35,6 +35,7 @@ struct server {
 	ev_signal sighup_watcher;        /* re-reads the auth file */
 	ev_timer grace_timer;            /* stopping: how long in-flight exchanges may take */
 	bool draining;                   /* a stop signal came: finish what is in flight, then exit */
+	bool pidfile_written;            /* ours to remove at exit */
 	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
 	struct cidr own[64];             /* this machine's addresses, refused to LAN clients */
 	unsigned nown;                   /* read at start and on SIGHUP */

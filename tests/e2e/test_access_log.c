@@ -2,7 +2,7 @@
  * The access log: one line per request (client, method, URL without its
  * query unless --log-query, status, bytes, duration, new/pooled/local/
  * tunnel), written within a second, and a fresh file after SIGHUP once the
- * old one was moved away (logrotate).
+ * old one was moved away (logrotate); --pidfile and --syslog beside it.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -126,12 +126,47 @@ query_kept_when_asked(void)
 	proxy_stop(&px);
 }
 
+/* --pidfile holds the daemon's pid while it runs and is gone after. */
+static void
+pidfile_written_and_removed(void)
+{
+	char path[512];
+	const char *args[] = {"--pidfile", path, NULL};
+	char *text;
+
+	snprintf(path, sizeof(path), "%s/kp.pid", harness_temp_dir());
+	proxy_start(&px, args);
+	text = read_file_all(path, NULL);
+	assert_non_null(text);
+	assert_int_equal(atol(text), (long)px.pid);
+	free(text);
+	proxy_stop(&px);
+	assert_null(read_file_all(path, NULL));
+}
+
+/* --syslog: the daemon's own lines leave stderr. */
+static void
+syslog_takes_the_log(void)
+{
+	static const char *const args[] = {"--syslog", NULL};
+	char *log;
+
+	proxy_start(&px, args);
+	proxy_stop(&px);
+	log = read_file_all(px.log_path, NULL);
+	assert_non_null(log);
+	assert_null(strstr(log, "listening on"));
+	free(log);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(one_line_per_request),
 		E2E_TEST(query_kept_when_asked),
+		E2E_TEST(pidfile_written_and_removed),
+		E2E_TEST(syslog_takes_the_log),
 	};
 
 	return E2E_RUN("access_log", tests);

@@ -427,6 +427,7 @@ test_help(void **state)
 		"--no-connect-race", "--upstream-rcvbuf", "--upstream-sndbuf", "--congestion",
 		"--tcp-keepalive", "--allow", "--auth-file", "--header-timeout", "--deny-dest",
 		"--allow-dest", "--user", "--grace", "--stats-listen", "--access-log", "--log-query",
+		"--syslog", "--pidfile",
 	};
 	struct outcome o;
 
