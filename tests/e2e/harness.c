@@ -816,6 +816,18 @@ proxy_wait_exit(struct proxy *p, int timeout_ms)
 	return now_s() - t0;
 }
 
+unsigned
+proxy_log_count(struct proxy *p, const char *text)
+{
+	char *log = read_file_all(p->log_path, NULL);
+	unsigned n = 0;
+
+	for (char *at = log; at && (at = strstr(at, text)) != NULL; at += strlen(text))
+		n++;
+	free(log);
+	return n;
+}
+
 /* Counts the summary lines in the daemon's log; *last gets a copy of the newest. */
 static unsigned
 count_stats_lines(struct proxy *p, char *last, size_t size)

@@ -114,6 +114,8 @@ void proxy_start(struct proxy *p, const char *const extra_args[]);
 void proxy_stop(struct proxy *p);
 /* Same with any signal; returns the seconds it took to exit. */
 double proxy_stop_with(struct proxy *p, int sig);
+/* How often text occurs in the daemon's log so far. */
+unsigned proxy_log_count(struct proxy *p, const char *text);
 /* Sends SIGUSR1 and returns the counters line the daemon logs ("clients N, ..."). */
 const char *proxy_stats(struct proxy *p);
 /* The number after "name " in such a line; fails the test if it is not there. */

@@ -1018,3 +1018,29 @@ origin_shutdown_write(struct origin_conn *c)
 	c->raw = true;
 	return c->fd >= 0 && shutdown(c->fd, SHUT_WR) == 0;
 }
+
+void
+origin_handle_ok(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	(void)req;
+	(void)arg;
+	origin_reply(c, 200, NULL, "ok");
+}
+
+void
+origin_echo_all(struct origin_conn *c, void *arg)
+{
+	(void)arg;
+	origin_echo(c, 5000, NULL);
+}
+
+void
+origin_get_ok(struct origin *o, int proxy_port)
+{
+	struct response r;
+	char url[128];
+
+	fetch(proxy_port, "GET", origin_url(o, "/", url, sizeof(url)), &r);
+	assert_status(&r, 200);
+	response_free(&r);
+}

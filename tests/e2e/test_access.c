@@ -19,21 +19,6 @@ static struct proxy px;
 #define ALICE_OLD "Basic YWxpY2U6b3BlbiBzZXNhbWU="
 #define ALICE_NEW "Basic YWxpY2U6bmV3IHNlY3JldA=="
 
-static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
-static void
-raw_echo(struct origin_conn *c, void *arg)
-{
-	(void)arg;
-	origin_echo(c, 5000, NULL);
-}
-
 /* Writes the users file; a new one in a fresh directory unless rewrite names it. */
 static const char *
 users_file(const char *rewrite, const char *text, mode_t mode)
@@ -67,25 +52,13 @@ get_with(struct origin *og, const char *credentials, struct response *r)
 	client_close(&c);
 }
 
-static unsigned
-log_count(const char *text)
-{
-	char *log = read_file_all(px.log_path, NULL);
-	unsigned n = 0;
-
-	for (char *at = log; at && (at = strstr(at, text)) != NULL; at += strlen(text))
-		n++;
-	free(log);
-	return n;
-}
-
 static void
 clients_outside_allow_get_403(void)
 {
 	static const char *const outside[] = {"--allow", "10.0.0.0/8", "--allow", "fd00::/8", NULL};
 	static const char *const inside[] = {"--allow", "10.0.0.0/8", "--allow", "127.0.0.1",
 	                                     NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct client c;
 	struct response r;
 	char url[128];
@@ -104,8 +77,8 @@ clients_outside_allow_get_403(void)
 		assert_status(&r, 403);
 		response_free(&r);
 	}
-	if (log_count(" 403 ") > 15)
-		fail_msg("%u log lines for 51 refusals in a burst", log_count(" 403 "));
+	if (proxy_log_count(&px, " 403 ") > 15)
+		fail_msg("%u log lines for 51 refusals in a burst", proxy_log_count(&px, " 403 "));
 	assert_int_equal(origin_connection_count(og), 0);
 	proxy_stop(&px);
 
@@ -121,7 +94,7 @@ missing_or_wrong_credentials_get_407(void)
 {
 	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
 	const char *args[] = {"--auth-file", users, NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	const struct origin_request *seen;
 	struct response r;
 
@@ -141,7 +114,7 @@ missing_or_wrong_credentials_get_407(void)
 	/* The credentials are for the proxy: the origin never sees them. */
 	seen = origin_last_request(og);
 	assert_null(headers_get(&seen->head.headers, "Proxy-Authorization"));
-	assert_int_equal(log_count("can be read by every user"), 0);
+	assert_int_equal(proxy_log_count(&px, "can be read by every user"), 0);
 	proxy_stop(&px);
 }
 
@@ -150,7 +123,7 @@ connect_needs_credentials_too(void)
 {
 	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
 	const char *args[] = {"--auth-file", users, "--connect-ports", "*", NULL};
-	struct origin *og = origin_start_raw(raw_echo, NULL);
+	struct origin *og = origin_start_raw(origin_echo_all, NULL);
 	struct client c;
 	struct response r;
 	char authority[64];
@@ -180,7 +153,7 @@ curl_with_and_without_credentials(void)
 	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
 	const char *args[] = {"--auth-file", users, NULL};
 	const char *curl = require_program("curl", "KP_CURL");
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	char proxy_url[64], url[128], out[512];
 
 	proxy_start(&px, args);
@@ -207,13 +180,13 @@ sighup_rereads_the_file(void)
 {
 	const char *users = users_file(NULL, "alice:open sesame\n", 0600);
 	const char *args[] = {"--auth-file", users, NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct response r;
 
 	proxy_start(&px, args);
 	users_file(users, "alice:new secret\n", 0600);
 	kill(px.pid, SIGHUP);
-	for (int i = 0; i < 100 && log_count("SIGHUP") == 0; i++)
+	for (int i = 0; i < 100 && proxy_log_count(&px, "SIGHUP") == 0; i++)
 		sleep_ms(10);
 	sleep_ms(50);
 	get_with(og, ALICE_OLD, &r);
@@ -229,7 +202,7 @@ sighup_rereads_the_file(void)
 	get_with(og, ALICE_NEW, &r);
 	assert_status(&r, 200);
 	response_free(&r);
-	assert_int_equal(log_count("stay in force"), 1);
+	assert_int_equal(proxy_log_count(&px, "stay in force"), 1);
 	proxy_stop(&px);
 }
 
@@ -240,7 +213,7 @@ exposed_file_warned_about(void)
 	const char *args[] = {"--auth-file", users, NULL};
 
 	proxy_start(&px, args);
-	assert_int_equal(log_count("can be read by every user"), 1);
+	assert_int_equal(proxy_log_count(&px, "can be read by every user"), 1);
 	proxy_stop(&px);
 }
 
@@ -271,7 +244,7 @@ u_drops_root(void)
 
 	if (geteuid() != 0)
 		skip();
-	og = origin_start(handle, NULL);
+	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, args);
 	assert_int_not_equal(daemon_uid(), 0);
 	get_with(og, NULL, &r);

@@ -14,21 +14,6 @@
 
 static struct proxy px;
 
-static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
-static void
-raw_echo(struct origin_conn *c, void *arg)
-{
-	(void)arg;
-	origin_echo(c, 5000, NULL);
-}
-
 /* The file's text once it holds at least n lines (waits up to 3 s). */
 static char *
 wait_lines(const char *path, unsigned n)
@@ -64,8 +49,8 @@ one_line_per_request(void)
 {
 	char log[512], moved[520], line[256], authority[64];
 	const char *args[] = {"--access-log", log, "--connect-ports", "*", NULL};
-	struct origin *og = origin_start(handle, NULL);
-	struct origin *raw = origin_start_raw(raw_echo, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
+	struct origin *raw = origin_start_raw(origin_echo_all, NULL);
 	struct client c;
 	struct response r;
 	char *text;
@@ -114,7 +99,7 @@ query_kept_when_asked(void)
 {
 	char log[512];
 	const char *args[] = {"--access-log", log, "--log-query", NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	char *text;
 
 	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());

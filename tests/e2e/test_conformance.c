@@ -13,14 +13,6 @@
 static struct proxy px;
 
 static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
-static void
 request(const char *text, struct response *r)
 {
 	struct client c;
@@ -34,7 +26,7 @@ request(const char *text, struct response *r)
 static void
 options_for_the_server_becomes_asterisk(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	const struct origin_request *seen;
 	struct response r;
 	char text[256];
@@ -77,7 +69,7 @@ options_for_the_server_becomes_asterisk(void)
 static void
 max_forwards_zero_is_answered_by_the_proxy(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct response r;
 	char text[512];
 	const char *body;

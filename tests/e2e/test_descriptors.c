@@ -18,44 +18,12 @@
 static struct proxy px;
 
 static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
-static void
 limit_daemon(rlim_t n)
 {
 	struct rlimit rl = {n, n};
 
 	if (prlimit(px.pid, RLIMIT_NOFILE, &rl, NULL) != 0)
 		fail_msg("prlimit: %s", strerror(errno));
-}
-
-/* Lines of the daemon's log that contain text. */
-static unsigned
-log_lines_with(const char *text)
-{
-	char *log = read_file_all(px.log_path, NULL);
-	unsigned n = 0;
-
-	for (char *at = log; at && (at = strstr(at, text)) != NULL; at += strlen(text))
-		n++;
-	free(log);
-	return n;
-}
-
-static void
-get_ok(struct origin *og)
-{
-	struct response r;
-	char url[128];
-
-	fetch(px.port, "GET", origin_url(og, "/", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
 }
 
 /*
@@ -73,11 +41,11 @@ idle_connections_give_way_to_clients(void)
 
 	proxy_start(&px, NULL);
 	for (int i = 0; i < ORIGINS; i++) {
-		og[i] = origin_start(handle, NULL);
-		get_ok(og[i]);
+		og[i] = origin_start(origin_handle_ok, NULL);
+		origin_get_ok(og[i], px.port);
 	}
 	limit_daemon(64);
-	lines0 = log_lines_with("\n");
+	lines0 = proxy_log_count(&px, "\n");
 	cpu0 = proxy_cpu_seconds(&px);
 	for (int i = 0; i < 40; i++)
 		client_open(&cl[i], px.port);
@@ -86,12 +54,12 @@ idle_connections_give_way_to_clients(void)
 	proxy_assert_alive(&px);
 	if (cpu > 0.5)
 		fail_msg("the daemon used %.2f s of CPU in 3 s while out of descriptors", cpu);
-	if (log_lines_with("\n") - lines0 > 60)
+	if (proxy_log_count(&px, "\n") - lines0 > 60)
 		fail_msg("%u log lines in 3 s while out of descriptors",
-		         log_lines_with("\n") - lines0);
+		         proxy_log_count(&px, "\n") - lines0);
 	/* Every client got a descriptor from an idle connection: no client waits. */
 	assert_true(stats_get(proxy_stats(&px), "clients") >= ORIGINS + 40);
-	get_ok(og[0]);
+	origin_get_ok(og[0], px.port);
 	for (int i = 0; i < 40; i++)
 		client_close(&cl[i]);
 	proxy_stop(&px);
@@ -105,7 +73,7 @@ static void
 clients_wait_in_the_backlog_without_spinning(void)
 {
 	static struct client cl[40];
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct response r;
 	double cpu0, cpu;
 	char url[128];
@@ -119,8 +87,8 @@ clients_wait_in_the_backlog_without_spinning(void)
 	cpu = proxy_cpu_seconds(&px) - cpu0;
 	if (cpu > 0.5)
 		fail_msg("the daemon used %.2f s of CPU in 2 s while out of descriptors", cpu);
-	if (log_lines_with("accept: ") > 2)
-		fail_msg("%u accept warnings in 2 s: not rate-limited", log_lines_with("accept: "));
+	if (proxy_log_count(&px, "accept: ") > 2)
+		fail_msg("%u accept warnings in 2 s: not rate-limited", proxy_log_count(&px, "accept: "));
 	for (int i = 0; i < 30; i++)
 		client_close(&cl[i]);
 	/* The last one waited in the backlog; now it is accepted and served. */
@@ -140,7 +108,7 @@ many_idle_clients_do_not_delay_a_request(void)
 {
 	enum { IDLE = 2000 };
 	static struct client idle[IDLE];
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct rlimit rl;
 	double t0, took;
 
@@ -156,7 +124,7 @@ many_idle_clients_do_not_delay_a_request(void)
 	for (int i = 0; i < IDLE; i++)
 		client_open(&idle[i], px.port);
 	t0 = now_s();
-	get_ok(og);
+	origin_get_ok(og, px.port);
 	took = now_s() - t0;
 	if (took > 0.5)
 		fail_msg("a request took %.2f s beside %d idle clients", took, IDLE);

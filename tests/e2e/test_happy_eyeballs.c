@@ -20,14 +20,6 @@ static struct proxy px;
 static bool have_world;
 static char world_why[256];
 
-static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
 /* Builds the namespaces; false (and why) if this machine cannot. */
 static bool
 make_world(void)
@@ -70,7 +62,7 @@ blackholed_ipv6_falls_back_to_ipv4(void)
 	char *log;
 
 	require_world();
-	og = origin_start(handle, NULL);
+	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, NULL);
 	snprintf(url, sizeof(url), "http://dual.test:%d/", origin_port(og));
 	t0 = now_s();

@@ -13,14 +13,6 @@
 
 static struct proxy px;
 
-static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
 /* %s is the origin's authority; len counts NULs inside the text too. */
 struct bad_request {
 	const char *name;
@@ -69,7 +61,7 @@ static const struct bad_request bad_requests[] = {
 static void
 malformed_requests_get_400(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	char authority[64], text[512];
 
 	proxy_start(&px, NULL);

@@ -14,14 +14,6 @@ static struct proxy px;
 static int stats_port;
 
 static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
-static void
 start_with_stats(const char *extra)
 {
 	static char listen[64];
@@ -65,20 +57,9 @@ metric(const char *text, const char *name)
 }
 
 static void
-get_ok(struct origin *og)
-{
-	struct response r;
-	char url[128];
-
-	fetch(px.port, "GET", origin_url(og, "/", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
-}
-
-static void
 numbers_match_a_scripted_run(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct client c;
 	struct response r;
 	const char *text;
@@ -87,7 +68,7 @@ numbers_match_a_scripted_run(void)
 
 	start_with_stats(NULL);
 	for (int i = 0; i < 3; i++)
-		get_ok(og);   /* one connect, then the pooled connection twice */
+		origin_get_ok(og, px.port);   /* one connect, then the pooled connection twice */
 	client_open(&c, px.port);
 	client_sendf(&c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: x\r\n\r\n", origin_port(og));
 	read_response_ok(&c, &r, RESP_CONNECT);
@@ -135,16 +116,16 @@ numbers_match_a_scripted_run(void)
 static void
 counters_never_go_backwards(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	char first[65536];
 	const char *second, *line;
 	int status;
 
 	start_with_stats(NULL);
-	get_ok(og);
+	origin_get_ok(og, px.port);
 	snprintf(first, sizeof(first), "%s", page("/metrics", &status));
 	for (int i = 0; i < 3; i++)
-		get_ok(og);
+		origin_get_ok(og, px.port);
 	second = page("/metrics", &status);
 	for (line = first; (line = strstr(line, "\nkeepalive_proxy_")) != NULL; line++) {
 		char name[160];

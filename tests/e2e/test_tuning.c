@@ -18,14 +18,6 @@
 
 static struct proxy px;
 
-static void
-handle(struct origin_conn *c, const struct origin_request *req, void *arg)
-{
-	(void)req;
-	(void)arg;
-	origin_reply(c, 200, NULL, "ok");
-}
-
 enum which {
 	UPSTREAM_TO,   /* connected to port */
 	ACCEPTED_ON,   /* accepted on port */
@@ -98,29 +90,18 @@ daemon_socket(enum which which, int port)
 }
 
 static void
-get_ok(struct origin *og)
-{
-	struct response r;
-	char url[128];
-
-	fetch(px.port, "GET", origin_url(og, "/", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
-}
-
-static void
 every_flag_reaches_the_upstream_socket(void)
 {
 	static const char *const args[] = {"--upstream-rcvbuf", "262144", "--upstream-sndbuf",
 	                                   "131072", "--congestion", "reno", "--tcp-keepalive",
 	                                   "9", NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	char cc[16] = "";
 	socklen_t len = sizeof(cc);
 	int fd;
 
 	proxy_start(&px, args);
-	get_ok(og);   /* leaves the connection idle in the pool */
+	origin_get_ok(og, px.port);   /* leaves the connection idle in the pool */
 	fd = daemon_socket(UPSTREAM_TO, origin_port(og));
 	if (fd < 0)
 		fail_msg("no upstream socket to port %d in the daemon", origin_port(og));
@@ -142,7 +123,7 @@ every_flag_reaches_the_upstream_socket(void)
 static void
 defaults_leave_buffers_to_the_kernel(void)
 {
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct client c;
 	int up, acc, lst, probe;
 	char url[128];
@@ -180,11 +161,11 @@ static void
 keepalive_zero_means_none(void)
 {
 	static const char *const args[] = {"--tcp-keepalive", "0", NULL};
-	struct origin *og = origin_start(handle, NULL);
+	struct origin *og = origin_start(origin_handle_ok, NULL);
 	int fd;
 
 	proxy_start(&px, args);
-	get_ok(og);
+	origin_get_ok(og, px.port);
 	fd = daemon_socket(UPSTREAM_TO, origin_port(og));
 	assert_true(fd >= 0);
 	assert_int_equal(int_opt(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
