@@ -12,6 +12,7 @@
 static size_t capacity = 16384;
 static struct buf *free_list;
 static unsigned free_count;
+static unsigned free_low;     /* fewest spares since the last buf_trim() */
 
 void
 buf_init(size_t cap)
@@ -33,7 +34,8 @@ buf_get(void)
 
 	if (b) {
 		free_list = b->next;
-		free_count--;
+		if (--free_count < free_low)
+			free_low = free_count;
 	} else {
 		b = malloc(sizeof(*b) + capacity);
 		if (!b)
@@ -68,6 +70,29 @@ buf_drain_free_list(void)
 		free(b);
 	}
 	free_count = 0;
+	free_low = 0;
+}
+
+unsigned
+buf_trim(void)
+{
+	unsigned idle = free_low < free_count ? free_low : free_count, freed = 0;
+
+	for (; freed < idle; freed++) {
+		struct buf *b = free_list;
+
+		free_list = b->next;
+		free(b);
+	}
+	free_count -= freed;
+	free_low = free_count;
+	return freed;
+}
+
+unsigned
+buf_spares(void)
+{
+	return free_count;
 }
 
 void

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <string.h>
@@ -181,6 +182,23 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	access_log_reopen();
 	srv->nown = policy_own_addresses(srv->own, 64);
 	load_auth(srv);
+}
+
+/* Spare buffers untouched this long are freed: a burst's memory goes back. */
+#define TRIM_SECONDS 5.0
+
+static void
+trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	if (buf_trim() > 0) {
+#ifdef __GLIBC__
+		/* glibc keeps freed heap pages mapped; hand them back to the kernel. */
+		malloc_trim(0);
+#endif
+	}
 }
 
 static void
@@ -392,6 +410,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	ev_init(&srv->accept_retry, accept_retry_cb);
 	ev_io_start(loop, &srv->accept_watcher);
 	ev_init(&srv->grace_timer, grace_cb);
+	ev_timer_init(&srv->trim_timer, trim_cb, TRIM_SECONDS, TRIM_SECONDS);
+	ev_timer_start(loop, &srv->trim_timer);
 	ev_signal_init(&srv->sigint_watcher, signal_cb, SIGINT);
 	srv->sigint_watcher.data = srv;
 	ev_signal_start(loop, &srv->sigint_watcher);
@@ -445,6 +465,7 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sigterm_watcher);
 	ev_signal_stop(srv->loop, &srv->sigusr1_watcher);
 	ev_timer_stop(srv->loop, &srv->grace_timer);
+	ev_timer_stop(srv->loop, &srv->trim_timer);
 	ev_signal_stop(srv->loop, &srv->sighup_watcher);
 	auth_free(srv->auth);
 	srv->auth = NULL;

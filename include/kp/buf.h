@@ -26,6 +26,16 @@ void buf_put(struct buf *b);
 /* Frees the free list; for a clean exit under leak checkers. */
 void buf_drain_free_list(void);
 
+/*
+ * Frees the spare buffers nobody took since the previous call (the free
+ * list's low-water mark), so memory a burst needed goes back while a
+ * steady load keeps its working set. Call every few seconds. Returns how
+ * many were freed.
+ */
+unsigned buf_trim(void);
+/* Spare buffers on the free list now. */
+unsigned buf_spares(void);
+
 static inline size_t
 buf_len(const struct buf *b)
 {

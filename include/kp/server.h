@@ -34,6 +34,7 @@ struct server {
 	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_signal sighup_watcher;        /* re-reads the auth file */
 	ev_timer grace_timer;            /* stopping: how long in-flight exchanges may take */
+	ev_timer trim_timer;             /* gives back memory a burst left behind */
 	bool draining;                   /* a stop signal came: finish what is in flight, then exit */
 	bool pidfile_written;            /* ours to remove at exit */
 	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
