@@ -1,0 +1,53 @@
+#!/bin/sh
+# Builds keepalive-proxy against musl, linked dynamically against a libev
+# built for musl, as an OpenWrt router runs it; llhttp is built in.
+#
+# Usage: contrib/openwrt/build-musl.sh OUTDIR
+#
+# Leaves OUTDIR/keepalive-proxy (stripped) and OUTDIR/libev.so* beside it;
+# run it with LD_LIBRARY_PATH=OUTDIR. Needs musl-tools, cmake, make,
+# dpkg-dev and node-llhttp, and fetches libev's Debian source package
+# (apt-get source libev) into a scratch directory: adding a deb-src entry
+# for the configured Debian mirror when there is none, which needs root.
+
+set -eu
+
+out=${1:?usage: $0 OUTDIR}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+
+command -v musl-gcc >/dev/null || { echo "musl-gcc missing (apt-get install musl-tools)" >&2; exit 1; }
+
+# libev's source, from the same archive the binaries come from.
+if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		sed 's/^Types: deb$/Types: deb-src/' "$f"
+		echo
+	done > "$work/src.sources"
+	mv "$work/src.sources" /etc/apt/sources.list.d/keepalive-proxy-src.sources
+	apt-get update -qq
+fi
+# apt-get checks the files against the archive's signed index; the .dsc's own
+# signature needs the maintainer's key, which a build machine has no need for.
+(cd "$work" && apt-get source -qq --download-only libev >/dev/null 2>&1 &&
+	dpkg-source --no-check -x -q libev_*.dsc libev >/dev/null)
+
+# libev for musl, shared, as OpenWrt's libev package is.
+(cd "$work/libev" && CC=musl-gcc CFLAGS="-O2" ./configure -q --prefix="$work/musl" \
+	--enable-shared --disable-static >/dev/null && make -s >/dev/null 2>&1 && make -s install >/dev/null)
+
+# keepalive-proxy with llhttp built in; MinSizeRel as a router build would be.
+CC=musl-gcc cmake -S "$here" -B "$work/build" -DCMAKE_BUILD_TYPE=MinSizeRel \
+	-DKP_BUILD_TESTS=OFF -DKP_BUILD_BENCH=OFF -DKP_WERROR=ON \
+	-DLIBEV_INCLUDE_DIR="$work/musl/include" -DLIBEV_LIBRARY="$work/musl/lib/libev.so" >/dev/null
+cmake --build "$work/build" -j2 >/dev/null
+
+cp "$work/build/keepalive-proxy" "$out/"
+strip "$out/keepalive-proxy"
+cp -P "$work/musl/lib"/libev.so* "$out/"
+echo "built $out/keepalive-proxy ($(wc -c < "$out/keepalive-proxy") bytes stripped) and" \
+	"$(cd "$out" && echo libev.so*)"
