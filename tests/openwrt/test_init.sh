@@ -1,0 +1,101 @@
+#!/bin/sh
+# shellcheck disable=SC3043
+# The OpenWrt init script maps UCI options onto the flags keepalive-proxy
+# takes: each case is a UCI file and the command line procd must be given;
+# the flags are then handed to the real binary, which must accept them
+# (it starts, and is stopped after a moment).
+#
+# Usage: test_init.sh KEEPALIVE-PROXY-BINARY
+
+set -eu
+
+bin=${1:?usage: $0 KEEPALIVE-PROXY-BINARY}
+here=$(cd "$(dirname "$0")" && pwd)
+init="$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.init"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+failed=0
+
+# check NAME UCI-TEXT EXPECTED-WORDS
+check()
+{
+	local name="$1" got want
+	printf '%s\n' "$2" > "$work/uci"
+	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null | tr '\n' ' ')
+	want="$3"
+	if [ "$got" != "$want" ]; then
+		echo "FAIL $name"
+		echo "  got:  $got"
+		echo "  want: $want"
+		failed=$((failed + 1))
+		return 0
+	fi
+	[ -z "$got" ] || accepted "$name" "$got"
+	echo "ok   $name"
+}
+
+# The binary takes the words (the port swapped for a free one, and no -u
+# unless we are root); still running after a second means it started.
+accepted()
+{
+	local name="$1" port=$((30000 + $$ % 20000)) args=
+	shift
+	# shellcheck disable=SC2086
+	set -- $1   # the recorded words, split again
+	shift       # the program path
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		-p) args="$args -p $port"; shift ;;
+		--user) [ "$(id -u)" = 0 ] && args="$args --user $2"; shift ;;
+		--auth-file) printf 'u:p\n' > "$work/users"; chmod 600 "$work/users"
+			args="$args --auth-file $work/users"; shift ;;
+		--stats-listen) args="$args --stats-listen 127.0.0.1:$((port + 1))"; shift ;;
+		-b) args="$args -b 127.0.0.1"; shift ;;
+		*) args="$args $1" ;;
+		esac
+		shift
+	done
+	# shellcheck disable=SC2086
+	if timeout 1 "$bin" $args >"$work/log" 2>&1; then
+		status=0
+	else
+		status=$?
+	fi
+	if [ "$status" != 124 ]; then
+		echo "FAIL $name: the binary refused $args (exit $status)"
+		sed 's/^/  /' "$work/log"
+		failed=$((failed + 1))
+	fi
+}
+
+check "the shipped default: loopback only" \
+	"$(cat "$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config")" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --idle-timeout 50 --max-idle-per-host 8 --max-idle 256 --tcp-keepalive 15 --grace 4 --user nobody "
+
+check "LAN with an allow list, a password file and the stats page" \
+"config keepalive-proxy 'main'
+	option port '3128'
+	option bind '192.168.1.1'
+	list allow '192.168.1.0/24'
+	list allow 'fd00::/8'
+	option auth_file '/etc/keepalive-proxy/users'
+	option congestion 'reno'
+	option upstream_rcvbuf '8388608'
+	option stats_listen '127.0.0.1:9251'
+	option verbose '2'" \
+	"/usr/sbin/keepalive-proxy -p 3128 -b 192.168.1.1 --allow 192.168.1.0/24 --allow fd00::/8 --auth-file /etc/keepalive-proxy/users --upstream-rcvbuf 8388608 --congestion reno --stats-listen 127.0.0.1:9251 -v -v "
+
+check "disabled" \
+"config keepalive-proxy 'main'
+	option enabled '0'
+	option port '3128'" \
+	""
+
+check "empty options are left out" \
+"config keepalive-proxy 'main'
+	option grace ''
+	option congestion ''" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
+[ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
+echo "all cases passed"
