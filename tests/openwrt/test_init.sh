@@ -35,11 +35,30 @@ check()
 }
 
 # The binary takes the words (the port swapped for a free one, and no -u
-# unless we are root); still running after a second means it started.
+# unless we are root); still running after a second means it started. Ports
+# come from below the kernel's ephemeral range, and a taken one is retried.
+attempt=0
+
 accepted()
 {
-	local name="$1" port=$((30000 + $$ % 20000)) args=
-	shift
+	local name="$1" words="$2" tries=0
+	while [ "$tries" -lt 5 ]; do
+		attempt=$((attempt + 1))
+		run_once "$words" $((20000 + ($$ * 7 + attempt * 2) % 12000))
+		[ "$status" = 124 ] && return 0
+		grep -q "Address already in use" "$work/log" || break
+		tries=$((tries + 1))
+	done
+	echo "FAIL $name: the binary refused $args (exit $status)"
+	sed 's/^/  /' "$work/log"
+	failed=$((failed + 1))
+}
+
+# run_once WORDS PORT: sets args and status
+run_once()
+{
+	local port="$2"
+	args=
 	# shellcheck disable=SC2086
 	set -- $1   # the recorded words, split again
 	shift       # the program path
@@ -60,11 +79,6 @@ accepted()
 		status=0
 	else
 		status=$?
-	fi
-	if [ "$status" != 124 ]; then
-		echo "FAIL $name: the binary refused $args (exit $status)"
-		sed 's/^/  /' "$work/log"
-		failed=$((failed + 1))
 	fi
 }
 
