@@ -20,16 +20,9 @@ tcp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 	return sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 }
 
-static int
-tcp_shutdown_write(struct conn *c)
-{
-	return shutdown(c->fd, SHUT_WR);
-}
-
 const struct conn_ops conn_tcp_ops = {
 	.recv = tcp_recv,
 	.sendv = tcp_sendv,
-	.shutdown_write = tcp_shutdown_write,
 	.can_splice = true,
 };
 

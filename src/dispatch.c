@@ -35,14 +35,6 @@ const char *const dispatch_source_names[3] = {
 };
 
 static struct dispatch_host *
-host_find(const struct dispatch *d, const char *key)
-{
-	struct table_node *n = table_find(&d->hosts, key);
-
-	return n ? container_of(n, struct dispatch_host, node) : NULL;
-}
-
-static struct dispatch_host *
 host_get(struct dispatch *d, const char *name, uint16_t port, const char *key, bool restricted)
 {
 	struct dispatch_host *h = TABLE_GET(&d->hosts, key, struct dispatch_host, node);
@@ -417,12 +409,4 @@ dispatch_shutdown(struct dispatch *d)
 	d->to_check = NULL;
 	table_each(&d->hosts, free_host, d);
 	table_free(&d->hosts);
-}
-
-unsigned
-dispatch_queued_count(const struct dispatch *d, const char *key)
-{
-	struct dispatch_host *h = host_find(d, key);
-
-	return h ? h->queued : 0;
 }

@@ -105,7 +105,11 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	ssize_t n;
 
 	/* Clients beyond this machine never share a connection with local ones. */
-	snprintf(ex->key, sizeof(ex->key), "%s%s", ex->target.key, ex->restricted ? " (lan)" : "");
+	ex->key = ex->target.key;
+	if (ex->restricted) {
+		snprintf(ex->lan_key, sizeof(ex->lan_key), "%s (lan)", ex->target.key);
+		ex->key = ex->lan_key;
+	}
 	if (ex->connect) {
 		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
 		buf_consume(in, h->head_len);

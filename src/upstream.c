@@ -156,6 +156,7 @@ void
 upstream_park(struct upstream *up)
 {
 	double timeout = idle_timeout_for(up);
+	size_t budget;
 
 	up->user = NULL;
 	/* Unforwarded bytes or a deadline already gone mean it is not clean enough. */
@@ -166,10 +167,10 @@ upstream_park(struct upstream *up)
 	buf_put(up->in);
 	up->in = NULL;
 	/* Clients come first: keep no more idle connections than descriptors allow. */
-	while (pool_count(up->srv->pool) > 0 &&
-	       pool_count(up->srv->pool) >= server_idle_fd_budget(up->srv))
+	budget = server_idle_fd_budget(up->srv);
+	while (pool_count(up->srv->pool) > 0 && pool_count(up->srv->pool) >= budget)
 		server_free_descriptor(up->srv);
-	if (server_idle_fd_budget(up->srv) == 0) {
+	if (budget == 0) {
 		upstream_close(up);
 		return;
 	}

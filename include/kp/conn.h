@@ -36,8 +36,6 @@ struct conn_ops {
 	ssize_t (*recv)(struct conn *c, void *p, size_t len);
 	/* Like sendmsg(2) without SIGPIPE: bytes taken, -1 with errno. */
 	ssize_t (*sendv)(struct conn *c, const struct iovec *iov, int iovcnt);
-	/* Ends the sending direction after what was sent (a FIN for TCP). */
-	int (*shutdown_write)(struct conn *c);
 	/* Bytes come straight from the socket, so splice(2) may move them. */
 	bool can_splice;
 };

@@ -109,7 +109,4 @@ void dispatch_connection_free(struct upstream *up);
 void dispatch_connect_failed(struct upstream *up, int status, const char *why);
 void dispatch_connection_gone(struct upstream *up);
 
-/* Requests queued for key now (tests, stats). */
-unsigned dispatch_queued_count(const struct dispatch *d, const char *key);
-
 #endif

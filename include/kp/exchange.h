@@ -71,7 +71,8 @@ struct exchange {
 	enum response_phase resp;
 	struct http_target target;
 	bool restricted;              /* the client is beyond this machine (set by the owner) */
-	char key[280];                /* dispatch key: target.key, set apart when restricted */
+	const char *key;              /* dispatch key: target.key, or lan_key when restricted */
+	char lan_key[280];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
 	size_t req_head_sent;
 	struct framer req_body;
