@@ -14,6 +14,8 @@
 #include "kp/policy.h"
 #include "kp/server.h"
 #include "kp/stats.h"
+#include "kp/intercept.h"
+#include "kp/tls.h"
 
 /*
  * After the last response, wait this long for the client's EOF before
@@ -46,6 +48,8 @@ state_timeout(const struct client *c)
 		return cfg->io_timeout;
 	case CLIENT_SENDING_LOCAL:
 		return cfg->io_timeout;
+	case CLIENT_INTERCEPTING:
+		return cfg->header_timeout;
 	case CLIENT_TUNNEL:
 		return cfg->tunnel_timeout;
 	case CLIENT_LINGERING:
@@ -106,6 +110,7 @@ static const char *const state_names[] = {
 	[CLIENT_READING_HEAD] = "reading-head",
 	[CLIENT_FORWARDING] = "forwarding",
 	[CLIENT_TUNNEL] = "tunnel",
+	[CLIENT_INTERCEPTING] = "intercepting",
 	[CLIENT_SENDING_LOCAL] = "sending-local",
 	[CLIENT_LINGERING] = "lingering",
 	[CLIENT_CLOSED] = "closed",
@@ -151,6 +156,11 @@ sync_watchers(struct client *c)
 	case CLIENT_SENDING_LOCAL:
 		conn_watch(&c->conn, false, true);
 		break;
+	case CLIENT_INTERCEPTING:
+		/* Once the 200 is out the handshake says what it waits for (accept_step). */
+		if (c->out)
+			conn_watch(&c->conn, false, true);
+		break;
 	case CLIENT_LINGERING:
 		conn_watch(&c->conn, true, false);
 		break;
@@ -174,6 +184,10 @@ client_close(struct client *c)
 	buf_put(c->in);
 	buf_put(c->out);
 	c->in = c->out = NULL;
+	tls_session_free(c->handshake);
+	c->handshake = NULL;
+	free(c->origin);
+	c->origin = NULL;
 	set_state(c, CLIENT_CLOSED);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -252,7 +266,7 @@ linger_close(struct client *c)
 	exchange_release(&c->ex);
 	buf_put(c->out);
 	c->out = NULL;
-	if (c->conn.eof || shutdown(c->conn.fd, SHUT_WR) < 0) {
+	if (c->conn.eof || conn_shutdown_write(&c->conn) < 0) {
 		client_close(c);
 		return;
 	}
@@ -500,6 +514,139 @@ answer_as_final_recipient(struct client *c)
 	flush_local(c);
 }
 
+/* ---- interception (--intercept) ------------------------------------------ */
+
+/*
+ * Is this CONNECT one to answer with our own TLS? Its host must match a
+ * pattern, this client must not have refused our certificate for it
+ * lately, and nothing may have followed the CONNECT yet: bytes already read
+ * would be the client's first TLS record, which the TLS layer must see
+ * from the socket.
+ */
+static bool
+should_intercept(struct client *c)
+{
+	const struct kp_config *cfg = c->srv->cfg;
+	struct exchange *ex = &c->ex;
+
+	if (!c->srv->tls || !intercept_patterns_match(cfg->intercept, cfg->nintercept,
+	                                              ex->target.host))
+		return false;
+	if (intercept_memory_has(c->srv->refusals, &c->peer.sa, ex->target.key,
+	                         ev_now(c->srv->loop))) {
+		kp_stats.intercept_skipped++;
+		return false;
+	}
+	if (buf_len(c->in) > c->head.head_len) {
+		log_debug("client fd %d: %s: bytes came with the CONNECT; tunnelled", c->conn.fd,
+		          ex->target.key);
+		return false;
+	}
+	return true;
+}
+
+/* Remembers a client that refused our certificate, so the host is tunnelled for it. */
+static void
+note_refusal(struct client *c)
+{
+	char peer[64];
+
+	kp_stats.intercept_refused++;
+	if (!intercept_memory_add(c->srv->refusals, &c->peer.sa, c->origin->key,
+	                          ev_now(c->srv->loop)))
+		return;
+	log_info("client %s refused the certificate made for %s (%s): the app pins its "
+	         "certificates or does not trust the CA; tunnelling %s for it from now on",
+	         net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->origin->key,
+	         tls_failure(c->conn.tls), c->origin->key);
+}
+
+/* Drives our handshake with the client; done, it reads requests like any client. */
+static void
+accept_step(struct client *c)
+{
+	switch (tls_handshake(c->conn.tls)) {
+	case TLS_STEP_DONE:
+		log_debug("client fd %d: TLS as %s established", c->conn.fd, c->origin->key);
+		exchange_reset(&c->ex);
+		http_parser_start(&c->parser, &c->head);
+		set_state(c, CLIENT_READING_HEAD);
+		process_input(c);
+		return;
+	case TLS_STEP_WANT_READ:
+		conn_watch(&c->conn, true, false);
+		return;
+	case TLS_STEP_WANT_WRITE:
+		conn_watch(&c->conn, false, true);
+		return;
+	case TLS_STEP_FAILED:
+		if (tls_client_refused_certificate(c->conn.tls))
+			note_refusal(c);
+		else
+			log_debug("client fd %d: %s: %s", c->conn.fd, c->origin->key,
+			          tls_failure(c->conn.tls));
+		client_close(c);
+		return;
+	}
+}
+
+/* Sends the rest of the 200; once it is out, the TLS layer takes the socket. */
+static void
+intercept_flush(struct client *c)
+{
+	while (c->out && buf_len(c->out)) {
+		ssize_t n = conn_send_two(&c->conn, buf_head(c->out), buf_len(c->out), NULL, 0);
+
+		if (n < 0) {
+			client_close(c);
+			return;
+		}
+		if (n == 0) {
+			sync_watchers(c);
+			return;
+		}
+		buf_consume(c->out, (size_t)n);
+	}
+	buf_put(c->out);
+	c->out = NULL;
+	tls_attach(&c->conn, c->handshake);
+	c->handshake = NULL;
+	accept_step(c);
+}
+
+/*
+ * Answers the CONNECT ourselves (no origin is contacted yet: requests
+ * inside go through dispatch like any other), then plays the origin with a
+ * certificate minted for the host.
+ */
+static void
+intercept(struct client *c)
+{
+	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	struct exchange *ex = &c->ex;
+	const char *why = NULL;
+
+	buf_consume(c->in, c->head.head_len);
+	if (!(c->origin = malloc(sizeof(*c->origin))) || !(c->out = buf_get())) {
+		client_close(c);
+		return;
+	}
+	*c->origin = ex->target;
+	if (!(c->handshake = tls_accept(c->srv->tls, c->conn.fd, ex->target.host, &why))) {
+		buf_put(c->out);
+		c->out = NULL;
+		reply_local(c, 502, why, false);
+		return;
+	}
+	kp_stats.intercepted++;
+	memcpy(buf_tail(c->out), established, sizeof(established) - 1);
+	c->out->end += sizeof(established) - 1;
+	ex->status = 200;
+	log_request(c, 200, 0, "intercepted");
+	set_state(c, CLIENT_INTERCEPTING);
+	intercept_flush(c);
+}
+
 /* Checks a parsed request and hands it to the exchange, or refuses it. */
 static void
 admit_request(struct client *c)
@@ -516,8 +663,13 @@ admit_request(struct client *c)
 	exchange_open(ex, h);
 	if (c->srv->cfg->access_log) {
 		/* The head's bytes are gone by the time the line is written. */
-		ex->url_len = (uint16_t)(h->url.len < sizeof(ex->url) ? h->url.len : sizeof(ex->url));
-		memcpy(ex->url, base + h->url.off, ex->url_len);
+		int n = c->origin ? snprintf(ex->url, sizeof(ex->url), "https://%s", c->origin->key)
+		                  : 0;
+		size_t room = sizeof(ex->url) - (size_t)n;
+		size_t len = h->url.len < room ? h->url.len : room;
+
+		memcpy(ex->url + n, base + h->url.off, len);
+		ex->url_len = (uint16_t)(n + (int)len);
 	}
 	ex->restricted = !cidr_is_loopback(&c->peer.sa);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->conn.fd,
@@ -527,7 +679,19 @@ admit_request(struct client *c)
 		refuse(c, 505, "only HTTP/1.x is spoken here", false);
 		return;
 	}
-	if (ex->connect) {
+	if (c->origin) {
+		/* Inside an intercepted CONNECT: the origin is the one the tunnel was asked for. */
+		ex->https = true;
+		if (ex->connect) {
+			refuse(c, 400, "CONNECT inside an intercepted connection", false);
+			return;
+		}
+		if (http_parse_inner_target(base + h->url.off, h->url.len, h, base, c->origin,
+		                            &ex->target)) {
+			refuse(c, 400, "a request here must name a path on the intercepted host", true);
+			return;
+		}
+	} else if (ex->connect) {
 		/* What follows the head belongs to the tunnel: never keep-alive here. */
 		if (http_parse_authority(base + h->url.off, h->url.len, &ex->target)) {
 			refuse(c, 400, "CONNECT needs host:port", false);
@@ -547,10 +711,15 @@ admit_request(struct client *c)
 	pr.base = base;
 	pr.target = &ex->target;
 	pr.client = &c->peer.sa;
-	pr.auth = c->srv->auth;
+	/* Inside an intercepted CONNECT the client authenticated with the CONNECT. */
+	pr.auth = c->origin ? NULL : c->srv->auth;
 	verdict = policy_check(c->srv->cfg, &pr);
 	if (verdict.status) {
 		refuse(c, verdict.status, verdict.why, !ex->connect && !verdict.close);
+		return;
+	}
+	if (ex->connect && should_intercept(c)) {
+		intercept(c);
 		return;
 	}
 	if (http_max_forwards(h, base) == 0) {
@@ -657,6 +826,10 @@ client_readable(struct client *c)
 		exchange_run(&c->ex);
 		return;
 	}
+	if (c->state == CLIENT_INTERCEPTING) {
+		accept_step(c);
+		return;
+	}
 	if (client_fill(c) == MOVE_ERROR) {
 		abort_client(c, strerror(errno));
 		return;
@@ -670,6 +843,7 @@ client_readable(struct client *c)
 		break;
 	case CLIENT_SENDING_LOCAL:
 	case CLIENT_TUNNEL:
+	case CLIENT_INTERCEPTING:
 	case CLIENT_LINGERING:
 	case CLIENT_CLOSED:
 		break;
@@ -683,6 +857,10 @@ client_writable(struct client *c)
 		exchange_run(&c->ex);
 	else if (c->state == CLIENT_SENDING_LOCAL)
 		flush_local(c);
+	else if (c->state == CLIENT_INTERCEPTING && c->out)
+		intercept_flush(c);
+	else if (c->state == CLIENT_INTERCEPTING)
+		accept_step(c);
 	else
 		sync_watchers(c);
 }
@@ -732,6 +910,7 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		kp_stats.errors[KP_ERR_TIMEOUT]++;
 		abort_client(c, "tunnel idle past --tunnel-timeout");
 		break;
+	case CLIENT_INTERCEPTING:
 	case CLIENT_SENDING_LOCAL:
 	case CLIENT_LINGERING:
 	case CLIENT_CLOSED:

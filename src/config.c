@@ -1,5 +1,8 @@
 #include "kp/config.h"
 
+#include "kp/intercept.h"
+#include "kp/tls.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -69,6 +72,8 @@ config_defaults(struct kp_config *cfg)
 	 * The kernel holds pages only for bytes actually in a pipe.
 	 */
 	cfg->pipe_size = 1048576;
+	/* A few hundred hosts is more than a household visits in a day; each leaf is ~1 KiB. */
+	cfg->leaf_cache = 256;
 	cfg->verbosity = 0;
 }
 
@@ -133,6 +138,16 @@ config_usage(FILE *out)
 	      "                                  (default: the host's)\n"
 	      "      --tcp-keepalive SECONDS     probe idle upstream connections after this long,\n"
 	      "                                  0 for never (default 15)\n"
+	      "      --intercept PATTERN         decrypt CONNECTs to matching hosts (host name,\n"
+	      "                                  *.domain or IP; repeatable) and pool their\n"
+	      "                                  upstream TLS connections; needs --ca-cert/--ca-key\n"
+	      "      --ca-cert FILE              CA certificate that signs the intercepted hosts'\n"
+	      "                                  certificates (clients must trust it)\n"
+	      "      --ca-key FILE               its private key (must not be readable by others)\n"
+	      "      --make-ca DIR               write a new CA (ca.crt, ca.key) to DIR, limited to\n"
+	      "                                  the --intercept patterns given, and exit\n"
+	      "      --upstream-ca FILE          verify origins against FILE, not the system store\n"
+	      "      --leaf-cache N              minted certificates kept (default 256)\n"
 	      "  -v, --verbose                more logging; repeat for more\n"
 	      "  -V, --version                print the version and exit\n"
 	      "  -h, --help                   print this help and exit\n",
@@ -170,6 +185,12 @@ enum long_only_option {
 	OPT_LOG_QUERY,
 	OPT_SYSLOG,
 	OPT_PIDFILE,
+	OPT_INTERCEPT,
+	OPT_CA_CERT,
+	OPT_CA_KEY,
+	OPT_MAKE_CA,
+	OPT_UPSTREAM_CA,
+	OPT_LEAF_CACHE,
 };
 
 static const struct option long_options[] = {
@@ -209,6 +230,12 @@ static const struct option long_options[] = {
 	{"log-query", no_argument, NULL, OPT_LOG_QUERY},
 	{"syslog", no_argument, NULL, OPT_SYSLOG},
 	{"pidfile", required_argument, NULL, OPT_PIDFILE},
+	{"intercept", required_argument, NULL, OPT_INTERCEPT},
+	{"ca-cert", required_argument, NULL, OPT_CA_CERT},
+	{"ca-key", required_argument, NULL, OPT_CA_KEY},
+	{"make-ca", required_argument, NULL, OPT_MAKE_CA},
+	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
+	{"leaf-cache", required_argument, NULL, OPT_LEAF_CACHE},
 	{"verbose", no_argument, NULL, 'v'},
 	{"version", no_argument, NULL, 'V'},
 	{"help", no_argument, NULL, 'h'},
@@ -499,6 +526,32 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 		case OPT_PIDFILE:
 			cfg->pidfile = optarg;
 			break;
+		case OPT_INTERCEPT:
+			if ((bad = intercept_pattern_problem(optarg)) != NULL)
+				break;
+			if (cfg->nintercept == KP_MAX_INTERCEPT)
+				bad = "too many --intercept patterns";
+			else
+				cfg->intercept[cfg->nintercept++] = optarg;
+			break;
+		case OPT_CA_CERT:
+			cfg->ca_cert = optarg;
+			break;
+		case OPT_CA_KEY:
+			cfg->ca_key = optarg;
+			break;
+		case OPT_MAKE_CA:
+			cfg->make_ca_dir = optarg;
+			break;
+		case OPT_UPSTREAM_CA:
+			cfg->upstream_ca = optarg;
+			break;
+		case OPT_LEAF_CACHE:
+			if (parse_unsigned(optarg, 1, 1000000, &n) < 0)
+				bad = "leaf cache must be 1-1000000 certificates";
+			else
+				cfg->leaf_cache = (unsigned)n;
+			break;
 		case OPT_STATS_LISTEN:
 			bad = parse_listen(cfg, optarg);
 			break;
@@ -550,6 +603,16 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
+	if ((cfg->nintercept || cfg->make_ca_dir) && !tls_built_in()) {
+		fprintf(err, "keepalive-proxy: --intercept and --make-ca need TLS, and this binary was "
+		             "built without it (-DKP_TLS=OFF)\n");
+		return CONFIG_ERROR;
+	}
+	if (cfg->nintercept && !cfg->make_ca_dir && (!cfg->ca_cert || !cfg->ca_key)) {
+		fprintf(err, "keepalive-proxy: --intercept needs --ca-cert and --ca-key (make a CA "
+		             "with --make-ca DIR)\n");
+		return CONFIG_ERROR;
+	}
 	if (cfg->stats_addr && !cfg->nallow && !config_bind_is_loopback(cfg->stats_addr)) {
 		fprintf(err, "keepalive-proxy: a stats page on %s without --allow would show anyone "
 		             "who reaches it what the proxy does; list who may read it with --allow\n",

@@ -20,35 +20,62 @@ tcp_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 	return sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 }
 
+static bool
+tcp_idle_alive(struct conn *c)
+{
+	return net_idle_alive(c->fd);
+}
+
 const struct conn_ops conn_tcp_ops = {
 	.recv = tcp_recv,
 	.sendv = tcp_sendv,
+	.idle_alive = tcp_idle_alive,
 	.can_splice = true,
 };
+
+/*
+ * Socket readiness becomes what the owner waits for: a TLS read that has to
+ * write first is woken by writability and still told EV_READ.
+ */
+static void
+deliver(struct conn *c, short socket_ready)
+{
+	if (c->want_read && c->read_on == socket_ready) {
+		c->readable = true;
+		c->on_io(c, EV_READ);
+	} else if (c->want_write && c->write_on == socket_ready) {
+		c->on_io(c, EV_WRITE);
+	} else if (socket_ready == EV_READ && c->want_read) {
+		/* Fed for bytes pending inside the layer. */
+		c->readable = true;
+		c->on_io(c, EV_READ);
+	} else {
+		c->on_io(c, socket_ready);
+	}
+}
 
 static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct conn *c = container_of(w, struct conn, rio);
-
 	(void)loop;
-	c->readable = true;
-	c->on_io(c, revents);
+	(void)revents;
+	deliver(container_of(w, struct conn, rio), EV_READ);
 }
 
 static void
 write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct conn *c = container_of(w, struct conn, wio);
-
 	(void)loop;
-	c->on_io(c, revents);
+	(void)revents;
+	deliver(container_of(w, struct conn, wio), EV_WRITE);
 }
 
 void
 conn_clear_facts(struct conn *c)
 {
 	c->eof = c->reset = c->readable = c->write_failed = false;
+	c->read_on = EV_READ;
+	c->write_on = EV_WRITE;
 }
 
 void
@@ -59,6 +86,7 @@ conn_init(struct conn *c, struct ev_loop *loop, int fd, const struct conn_ops *o
 	c->ops = ops;
 	c->on_io = on_io;
 	c->fd = -1;
+	c->tls = NULL;
 	ev_io_init(&c->rio, read_cb, -1, EV_READ);
 	ev_io_init(&c->wio, write_cb, -1, EV_WRITE);
 	conn_set_fd(c, fd);
@@ -77,14 +105,32 @@ conn_set_fd(struct conn *c, int fd)
 void
 conn_watch(struct conn *c, bool readable, bool writable)
 {
-	io_watch(c->loop, &c->rio, &c->wio, readable, writable);
+	bool on_read = (readable && c->read_on == EV_READ) || (writable && c->write_on == EV_READ);
+	bool on_write = (writable && c->write_on == EV_WRITE) || (readable && c->read_on == EV_WRITE);
+
+	c->want_read = readable;
+	c->want_write = writable;
+	io_watch(c->loop, &c->rio, &c->wio, on_read, on_write);
+	/* Bytes the layer holds raise no readiness of their own. */
+	if (readable && c->ops->pending && c->ops->pending(c) > 0)
+		ev_feed_event(c->loop, &c->rio, EV_READ);
 }
 
 void
 conn_close(struct conn *c)
 {
 	conn_watch(c, false, false);
+	if (c->ops->release)
+		c->ops->release(c);
 	net_close(&c->fd);
+}
+
+int
+conn_shutdown_write(struct conn *c)
+{
+	if (c->ops->end_writes)
+		c->ops->end_writes(c);
+	return shutdown(c->fd, SHUT_WR);
 }
 
 enum move_status

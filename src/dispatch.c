@@ -25,6 +25,7 @@ struct dispatch_host {
 	bool to_check;                   /* on d->to_check */
 	uint16_t port;
 	bool restricted;                 /* its connections obey the destination rules */
+	bool tls;                        /* its connections speak TLS */
 	char name[256];
 };
 
@@ -35,15 +36,16 @@ const char *const dispatch_source_names[3] = {
 };
 
 static struct dispatch_host *
-host_get(struct dispatch *d, const char *name, uint16_t port, const char *key, bool restricted)
+host_get(struct dispatch *d, const struct dispatch_target *t)
 {
-	struct dispatch_host *h = TABLE_GET(&d->hosts, key, struct dispatch_host, node);
+	struct dispatch_host *h = TABLE_GET(&d->hosts, t->key, struct dispatch_host, node);
 
 	if (h && !h->d) {
 		h->d = d;
-		h->port = port;
-		h->restricted = restricted;
-		snprintf(h->name, sizeof(h->name), "%s", name);
+		h->port = t->port;
+		h->restricted = t->restricted;
+		h->tls = t->tls;
+		snprintf(h->name, sizeof(h->name), "%s", t->host);
 	}
 	return h;
 }
@@ -149,7 +151,7 @@ serve(struct upstream_waiter *w, struct upstream *up, enum dispatch_source sourc
 static void
 start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
 {
-	struct upstream *up = upstream_open(h->d->srv, h->name, h->port, h->node.key);
+	struct upstream *up = upstream_open(h->d->srv, h->name, h->port, h->node.key, h->tls);
 
 	if (!up) {
 		if (w->host)
@@ -171,8 +173,8 @@ start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
 }
 
 void
-dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *name, uint16_t port,
-                 const char *key, enum dispatch_how how, bool restricted)
+dispatch_request(struct dispatch *d, struct upstream_waiter *w, const struct dispatch_target *t,
+                 enum dispatch_how how)
 {
 	struct dispatch_host *h;
 	struct upstream *up;
@@ -183,19 +185,19 @@ dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *name
 	w->since = ev_now(d->srv->loop);
 	if (how == DISPATCH_TUNNEL) {
 		/* Raw bytes to host:port: never pooled, so never counted per host. */
-		if (!(up = upstream_open(d->srv, name, port, key))) {
+		if (!(up = upstream_open(d->srv, t->host, t->port, t->key, false))) {
 			w->failed(w, 503, "out of memory");
 			return;
 		}
 		kp_stats.connects_started++;
-		up->restricted = restricted;
+		up->restricted = t->restricted;
 		up->bound = true;
 		up->trigger = w;
 		w->connect = up;
 		upstream_connect(up);
 		return;
 	}
-	if (!(h = host_get(d, name, port, key, restricted))) {
+	if (!(h = host_get(d, t))) {
 		w->failed(w, 503, "out of memory");
 		return;
 	}
@@ -204,7 +206,7 @@ dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *name
 		start_connect(h, w, true);
 		return;
 	}
-	if ((up = upstream_take_pooled(d->srv, key)) != NULL) {
+	if ((up = upstream_take_pooled(d->srv, t->key)) != NULL) {
 		serve(w, up, DISPATCH_FROM_POOL);
 		return;
 	}
@@ -310,7 +312,8 @@ dispatch_connection_gone(struct upstream *up)
 	if (!h)
 		return;
 	if (!up->bound && up->exchanges == 0 &&
-	    (up->state == UPSTREAM_RESOLVING || up->state == UPSTREAM_CONNECTING))
+	    (up->state == UPSTREAM_RESOLVING || up->state == UPSTREAM_CONNECTING ||
+	     up->state == UPSTREAM_HANDSHAKING))
 		h->racing--;
 	h->open--;
 	up->host = NULL;

@@ -98,26 +98,54 @@ exchange_open(struct exchange *ex, const struct http_head *h)
 	            h->content_length);
 }
 
+/* Where dispatch should find a connection for this exchange. */
+static struct dispatch_target
+dispatch_target_of(const struct exchange *ex)
+{
+	struct dispatch_target t = {
+		.host = ex->target.host,
+		.port = ex->target.port,
+		.key = ex->key,
+		.tls = ex->https,
+		.restricted = ex->restricted,
+	};
+
+	return t;
+}
+
+/*
+ * Requests share a connection only if they agree on scheme, host and port
+ * (the server name is the host) and on whether the client is beyond this
+ * machine: those never share with local ones.
+ */
+static void
+choose_key(struct exchange *ex)
+{
+	ex->key = ex->target.key;
+	if (ex->restricted || ex->https) {
+		snprintf(ex->key_buf, sizeof(ex->key_buf), "%s%s%s", ex->https ? "https://" : "",
+		         ex->target.key, ex->restricted ? " (lan)" : "");
+		ex->key = ex->key_buf;
+	}
+}
+
 int
 exchange_forward(struct exchange *ex, const struct http_head *h, const char **why)
 {
 	struct buf *in = *ex->down_in;
+	struct dispatch_target t;
 	ssize_t n;
 
-	/* Clients beyond this machine never share a connection with local ones. */
-	ex->key = ex->target.key;
-	if (ex->restricted) {
-		snprintf(ex->lan_key, sizeof(ex->lan_key), "%s (lan)", ex->target.key);
-		ex->key = ex->lan_key;
-	}
+	choose_key(ex);
+	t = dispatch_target_of(ex);
 	if (ex->connect) {
 		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
 		buf_consume(in, h->head_len);
-		dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-		                 ex->key, DISPATCH_TUNNEL, ex->restricted);
+		dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_TUNNEL);
 		return 0;
 	}
-	ex->upgrade = http_wants_upgrade(h);
+	/* The tunnel relay moves descriptors; a TLS end has none to give it. */
+	ex->upgrade = http_wants_upgrade(h) && !ex->https && !ex->down->tls;
 	if (!(ex->req_head = buf_get())) {
 		*why = "out of memory";
 		return 503;
@@ -133,8 +161,7 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	/* Body framing already here is checked before any origin hears of the request. */
 	if (frame_request(ex) < 0)
 		return 0;
-	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-	                 ex->key, DISPATCH_ANY, ex->restricted);
+	dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_ANY);
 	return 0;
 }
 
@@ -339,6 +366,7 @@ upstream_lost(struct exchange *ex, const char *why)
 		.body_bytes_sent = ex->req_body_sent,
 		.retries = ex->retries,
 	};
+	struct dispatch_target t;
 
 	if (!retry_allowed(&facts)) {
 		kp_stats.errors[KP_ERR_RESET]++;
@@ -354,8 +382,8 @@ upstream_lost(struct exchange *ex, const char *why)
 	ex->req_head_sent = 0;
 	ex->ops->progress(ex, true);
 	/* The new connect takes the dead one's place under the host's cap before it goes. */
-	dispatch_request(&ex->srv->dispatch, &ex->waiter, ex->target.host, ex->target.port,
-	                 ex->key, DISPATCH_FRESH, ex->restricted);
+	t = dispatch_target_of(ex);
+	dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_FRESH);
 	upstream_close(dead);
 }
 

@@ -572,6 +572,74 @@ http_parse_target(const char *url, size_t len, struct http_target *t)
 }
 
 int
+http_parse_inner_target(const char *url, size_t len, const struct http_head *h, const char *base,
+                        const struct http_target *origin, struct http_target *t)
+{
+	const char *end = url + len, *path = url;
+	const char *host_value = NULL;
+	size_t host_len = 0;
+
+	*t = *origin;
+	if (len > 8 && strncasecmp(url, "https://", 8) == 0) {
+		/* Absolute form is allowed, for the host the tunnel was asked for only. */
+		struct http_target named;
+		const char *auth = url + 8, *auth_end = auth, *after_host;
+
+		while (auth_end < end && *auth_end != '/' && *auth_end != '?' && *auth_end != '#')
+			auth_end++;
+		memset(&named, 0, sizeof(named));
+		if (parse_authority(auth, auth_end, &named, false))
+			return 400;
+		/* No port written: https's default, not the 80 parse_authority assumes. */
+		after_host = auth;
+		if (*auth == '[')
+			after_host = memchr(auth, ']', (size_t)(auth_end - auth));
+		if (!memchr(after_host, ':', (size_t)(auth_end - after_host)))
+			named.port = 443;
+		if (strcmp(named.host, origin->host) != 0 || named.port != origin->port)
+			return 400;
+		path = auth_end;
+	} else if (len == 1 && url[0] == '*') {
+		if (h->method != HTTP_OPTIONS)
+			return 400;
+		path = end;
+	} else if (len == 0 || url[0] != '/') {
+		return 400;
+	}
+	/* A fragment never goes on the wire. */
+	{
+		const char *hash = memchr(path, '#', (size_t)(end - path));
+
+		if (hash)
+			end = hash;
+	}
+	if (path == end) {
+		t->path = "/";
+		t->path_len = 1;
+		t->path_empty = true;
+	} else {
+		t->path = path;
+		t->path_len = (size_t)(end - path);
+	}
+	/* The client's own Host goes on unchanged: it named the site inside the tunnel. */
+	for (unsigned i = 0; i < h->nfields; i++)
+		if (http_span_is(base, h->fields[i].name, "host")) {
+			host_value = base + h->fields[i].value.off;
+			host_len = h->fields[i].value.len;
+			break;
+		}
+	if (host_value && host_len > 0 && host_len < sizeof(t->authority)) {
+		memcpy(t->authority, host_value, host_len);
+		t->authority[host_len] = '\0';
+	} else if (origin->port == 443) {
+		/* The CONNECT's authority without the default port. */
+		snprintf(t->authority, sizeof(t->authority), "%s%s%s", origin->ipv6_literal ? "[" : "",
+		         origin->host, origin->ipv6_literal ? "]" : "");
+	}
+	return 0;
+}
+
+int
 http_parse_authority(const char *s, size_t len, struct http_target *t)
 {
 	memset(t, 0, sizeof(*t));

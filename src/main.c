@@ -6,6 +6,7 @@
 #include "kp/config.h"
 #include "kp/log.h"
 #include "kp/server.h"
+#include "kp/tls.h"
 
 int
 main(int argc, char **argv)
@@ -24,6 +25,9 @@ main(int argc, char **argv)
 	case CONFIG_ERROR:
 		return 2;
 	}
+	if (cfg.make_ca_dir)
+		return tls_make_ca(cfg.make_ca_dir, &cfg, stdout, stderr) == 0 ? EXIT_SUCCESS
+		                                                             : EXIT_FAILURE;
 	log_set_verbosity(cfg.verbosity);
 	if (cfg.syslog)
 		log_to_syslog();

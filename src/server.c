@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <pwd.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -23,6 +24,8 @@
 #include "kp/splice.h"
 #include "kp/stats.h"
 #include "kp/upstream.h"
+#include "kp/intercept.h"
+#include "kp/tls.h"
 
 /* Accepts per readiness event: a burst of connects must not starve established clients. */
 #define ACCEPTS_PER_EVENT 64
@@ -362,6 +365,33 @@ drop_privileges(const struct kp_config *cfg)
 	return 0;
 }
 
+/*
+ * How long a host stays tunnelled for a client that refused our
+ * certificate: an app that pins does not change its mind within the hour,
+ * and a user who has just installed the CA does not wait longer than that.
+ */
+#define REFUSAL_MEMORY_SECONDS 3600
+
+/* Before privileges go: the CA key is readable by root alone. */
+static int
+load_tls(struct server *srv)
+{
+	char why[512];
+
+	if (!(srv->tls = tls_new(srv->cfg, why, sizeof(why)))) {
+		log_error("%s", why);
+		return -1;
+	}
+	if (!(srv->refusals = malloc(sizeof(*srv->refusals)))) {
+		log_error("out of memory");
+		return -1;
+	}
+	intercept_memory_init(srv->refusals, REFUSAL_MEMORY_SECONDS);
+	log_info("intercepting %u host pattern%s with %s (%s)", srv->cfg->nintercept,
+	         srv->cfg->nintercept == 1 ? "" : "s", srv->cfg->ca_cert, tls_backend_name());
+	return 0;
+}
+
 int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
@@ -397,6 +427,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		log_error("--access-log %s: %s", cfg->access_log, strerror(errno));
 		return -1;
 	}
+	if (cfg->nintercept && load_tls(srv) < 0)
+		return -1;
 	srv->nown = policy_own_addresses(srv->own, 64);
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
@@ -469,6 +501,10 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sighup_watcher);
 	auth_free(srv->auth);
 	srv->auth = NULL;
+	tls_free(srv->tls);
+	srv->tls = NULL;
+	free(srv->refusals);
+	srv->refusals = NULL;
 	access_log_close();
 	/* Best effort: after -u the directory may no longer be ours to write. */
 	if (srv->pidfile_written)

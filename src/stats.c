@@ -21,6 +21,7 @@ const char *const kp_error_names[KP_ERR_KINDS] = {
 	[KP_ERR_RESET] = "reset",
 	[KP_ERR_BAD_RESPONSE] = "bad_response",
 	[KP_ERR_QUEUE_TIMEOUT] = "queue_timeout",
+	[KP_ERR_TLS] = "tls",
 };
 
 void
@@ -127,6 +128,25 @@ static const struct metric metrics[] = {
 	{"clients", "gauge", "Client connections open.", &kp_stats.clients_active},
 	{"tunnels", "gauge", "CONNECT and upgrade tunnels open.", &kp_stats.tunnels_open},
 	{"queued_requests", "gauge", "Requests waiting for a connection.", &kp_stats.queued},
+	{"intercepted_total", "counter", "CONNECTs intercepted (--intercept).",
+	 &kp_stats.intercepted},
+	{"intercept_refused_total", "counter",
+	 "Intercepted clients that refused the proxy's certificate.", &kp_stats.intercept_refused},
+	{"intercept_tunnelled_total", "counter",
+	 "CONNECTs to an intercepted host tunnelled because that client refused before.",
+	 &kp_stats.intercept_skipped},
+	{"tls_client_handshakes_total", "counter", "TLS handshakes completed with clients.",
+	 &kp_stats.tls_client_handshakes},
+	{"tls_upstream_handshakes_total", "counter", "TLS handshakes completed with origins.",
+	 &kp_stats.tls_upstream_handshakes},
+	{"tls_upstream_resumed_total", "counter", "Origin TLS handshakes that resumed a session.",
+	 &kp_stats.tls_upstream_resumed},
+	{"tls_verify_failures_total", "counter", "Origin certificates that did not verify.",
+	 &kp_stats.tls_verify_failures},
+	{"tls_leaves_minted_total", "counter", "Leaf certificates minted.",
+	 &kp_stats.tls_leaves_minted},
+	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",
+	 &kp_stats.tls_leaves_cached},
 };
 
 void

@@ -11,6 +11,7 @@
 #include "kp/policy.h"
 #include "kp/server.h"
 #include "kp/stats.h"
+#include "kp/tls.h"
 
 /*
  * RFC 8305's recommended Connection Attempt Delay: long enough for a
@@ -24,6 +25,7 @@ static void start_attempts(struct upstream *up);
 static const char *const state_names[] = {
 	[UPSTREAM_RESOLVING] = "resolving",
 	[UPSTREAM_CONNECTING] = "connecting",
+	[UPSTREAM_HANDSHAKING] = "handshaking",
 	[UPSTREAM_BUSY] = "busy",
 	[UPSTREAM_IDLE] = "idle",
 	[UPSTREAM_CLOSED] = "closed",
@@ -219,7 +221,7 @@ upstream_hand_to(struct upstream *up, struct upstream_waiter *w)
 static bool
 idle_usable(struct upstream *up)
 {
-	if (net_idle_alive(up->conn.fd))
+	if (conn_idle_alive(&up->conn))
 		return true;
 	log_debug("upstream %s fd %d: dead at reuse (peek)", up->key, up->conn.fd);
 	kp_stats.upstream_stale++;
@@ -282,6 +284,64 @@ fail(struct upstream *up)
 		dispatch_connect_failed(up, 502, err ? strerror(err) : "cannot connect to the origin");
 }
 
+/* ---- TLS with the origin -------------------------------------------------- */
+
+/* No retry on another address: a certificate that does not verify is the host's, not the route's. */
+static void
+tls_failed(struct upstream *up, const char *why)
+{
+	static struct log_limit failures = LOG_LIMIT(1);
+	char text[240];
+
+	/* Copied: the session holding the words is freed with the connection. */
+	snprintf(text, sizeof(text), "%s", why);
+	kp_stats.upstream_connect_failures++;
+	kp_stats.errors[KP_ERR_TLS]++;
+	log_limited(&failures, KP_LOG_INFO, "upstream %s: %s", up->key, text);
+	dispatch_connect_failed(up, 502, text);
+}
+
+static void
+handshake_step(struct upstream *up)
+{
+	switch (tls_handshake(up->conn.tls)) {
+	case TLS_STEP_DONE:
+		ev_timer_stop(up->srv->loop, &up->connect_timer);
+		set_state(up, UPSTREAM_BUSY);
+		upstream_watch(up, false, false);
+		dispatch_connection_free(up);
+		break;
+	case TLS_STEP_WANT_READ:
+		upstream_watch(up, true, false);
+		break;
+	case TLS_STEP_WANT_WRITE:
+		upstream_watch(up, false, true);
+		break;
+	case TLS_STEP_FAILED:
+		tls_failed(up, tls_failure(up->conn.tls));
+		break;
+	}
+}
+
+/* The handshake gets --connect-timeout of its own. */
+static void
+start_tls(struct upstream *up)
+{
+	const char *why = NULL;
+	struct tls_session *s = tls_connect(up->srv->tls, up->conn.fd, up->host_name, up->key, &why);
+
+	if (!s) {
+		tls_failed(up, why);
+		return;
+	}
+	tls_attach(&up->conn, s);
+	set_state(up, UPSTREAM_HANDSHAKING);
+	ev_timer_stop(up->srv->loop, &up->connect_timer);
+	ev_timer_set(&up->connect_timer, up->srv->cfg->connect_timeout, 0.);
+	ev_timer_start(up->srv->loop, &up->connect_timer);
+	handshake_step(up);
+}
+
 /*
  * The first handshake to finish wins. The others are closed: a request
  * that would want a second connection has its own connect in flight.
@@ -297,9 +357,13 @@ won(struct upstream *up, struct connect_attempt *a)
 	up->attempts_open--;
 	close_attempts(up);
 	conn_set_fd(&up->conn, fd);
-	set_state(up, UPSTREAM_BUSY);
 	log_debug("upstream %s fd %d: connected to %s", up->key, fd,
 	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
+	if (up->tls) {
+		start_tls(up);
+		return;
+	}
+	set_state(up, UPSTREAM_BUSY);
 	dispatch_connection_free(up);
 }
 
@@ -440,6 +504,12 @@ connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	ev_tstamp now = ev_now(loop);
 
 	(void)revents;
+	if (up->state == UPSTREAM_HANDSHAKING) {
+		kp_stats.upstream_connect_failures++;
+		kp_stats.errors[KP_ERR_TIMEOUT]++;
+		dispatch_connect_failed(up, 504, "timed out in the TLS handshake with the origin");
+		return;
+	}
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
 		struct connect_attempt *a = &up->attempts[i];
 
@@ -487,9 +557,15 @@ io_event(struct conn *c, int revents)
 		up->user->event(up->user, revents);
 		break;
 	case UPSTREAM_IDLE:
+		/* TLS: a session ticket arriving late is housekeeping, not a close. */
+		if (conn_idle_alive(c))
+			break;
 		log_debug("upstream %s fd %d: closed by the origin while idle", up->key, c->fd);
 		kp_stats.upstream_stale++;
 		upstream_close(up);
+		break;
+	case UPSTREAM_HANDSHAKING:
+		handshake_step(up);
 		break;
 	case UPSTREAM_RESOLVING:
 	case UPSTREAM_CONNECTING:
@@ -499,7 +575,7 @@ io_event(struct conn *c, int revents)
 }
 
 struct upstream *
-upstream_open(struct server *srv, const char *host, uint16_t port, const char *key)
+upstream_open(struct server *srv, const char *host, uint16_t port, const char *key, bool tls)
 {
 	struct upstream *up = calloc(1, sizeof(*up));
 
@@ -513,6 +589,7 @@ upstream_open(struct server *srv, const char *host, uint16_t port, const char *k
 	srv->upstreams = up;
 	up->port = port;
 	up->keep_alive_hint = -1;
+	up->tls = tls;
 	snprintf(up->host_name, sizeof(up->host_name), "%s", host);
 	snprintf(up->key, sizeof(up->key), "%s", key);
 	conn_init(&up->conn, srv->loop, -1, &conn_tcp_ops, io_event);

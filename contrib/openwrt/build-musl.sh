@@ -41,8 +41,9 @@ fi
 	--enable-shared --disable-static >/dev/null && make -s >/dev/null 2>&1 && make -s install >/dev/null)
 
 # keepalive-proxy with llhttp built in; MinSizeRel as a router build would be.
+# The plain package's build: no TLS (the host's OpenSSL is built for glibc).
 CC=musl-gcc cmake -S "$here" -B "$work/build" -DCMAKE_BUILD_TYPE=MinSizeRel \
-	-DKP_BUILD_TESTS=OFF -DKP_BUILD_BENCH=OFF -DKP_WERROR=ON \
+	-DKP_BUILD_TESTS=OFF -DKP_BUILD_BENCH=OFF -DKP_WERROR=ON -DKP_TLS=OFF \
 	-DLIBEV_INCLUDE_DIR="$work/musl/include" -DLIBEV_LIBRARY="$work/musl/lib/libev.so" >/dev/null
 cmake --build "$work/build" -j2 >/dev/null
 

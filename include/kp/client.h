@@ -18,11 +18,13 @@
 #include "kp/http.h"
 
 struct server;
+struct tls_session;
 
 enum client_state {
 	CLIENT_READING_HEAD,     /* between requests, or part of a head read */
 	CLIENT_FORWARDING,       /* the exchange has the request: waiting for a connection, or relaying */
 	CLIENT_TUNNEL,           /* CONNECT or upgrade: raw bytes both ways */
+	CLIENT_INTERCEPTING,     /* intercepted CONNECT: sending its 200, then our TLS handshake */
 	CLIENT_SENDING_LOCAL,    /* writing a response the proxy made itself */
 	CLIENT_LINGERING,        /* last response sent, writes shut; draining to EOF */
 	CLIENT_CLOSED,           /* fd closed; freed at the end of the loop iteration */
@@ -44,6 +46,12 @@ struct client {
 	struct http_head head;
 	struct exchange ex;
 	union dns_addr peer;
+	/*
+	 * Intercepted (--intercept): the CONNECT's host and port, where every
+	 * request inside goes; NULL for a plain client.
+	 */
+	struct http_target *origin;
+	struct tls_session *handshake;   /* made for the client, in use once the 200 is sent */
 };
 
 /* Takes over an accepted socket. Returns NULL (and closes fd) on failure. */

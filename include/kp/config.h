@@ -15,6 +15,8 @@
 
 /* Ranges --allow may list. */
 #define KP_MAX_CIDRS 64
+/* Host patterns --intercept may list. */
+#define KP_MAX_INTERCEPT 64
 
 struct kp_config {
 	/* Listening side. */
@@ -77,6 +79,15 @@ struct kp_config {
 	/* Data path. */
 	bool no_splice;              /* move bodies and tunnels through user space */
 	size_t pipe_size;            /* F_SETPIPE_SZ for splice pipes */
+
+	/* TLS interception (tls.h, intercept.h). */
+	const char *intercept[KP_MAX_INTERCEPT];   /* --intercept host patterns */
+	unsigned nintercept;
+	const char *ca_cert;         /* --ca-cert: signs the leaves shown to clients */
+	const char *ca_key;          /* --ca-key: its key, mode 0600 */
+	const char *upstream_ca;     /* --upstream-ca: trust these, not the system store */
+	const char *make_ca_dir;     /* --make-ca DIR: write a CA there and exit */
+	unsigned leaf_cache;         /* leaf certificates kept */
 
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */

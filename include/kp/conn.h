@@ -36,12 +36,30 @@ struct conn_ops {
 	ssize_t (*recv)(struct conn *c, void *p, size_t len);
 	/* Like sendmsg(2) without SIGPIPE: bytes taken, -1 with errno. */
 	ssize_t (*sendv)(struct conn *c, const struct iovec *iov, int iovcnt);
+	/*
+	 * Bytes already read from the socket and waiting inside the layer (a
+	 * decrypted record only partly taken): no readiness event will come for
+	 * them. NULL: none ever.
+	 */
+	size_t (*pending)(const struct conn *c);
+	/*
+	 * Is an idle connection still fit for a request: nothing unasked
+	 * arrived, no EOF? May consume protocol housekeeping (TLS session
+	 * tickets) but never payload.
+	 */
+	bool (*idle_alive)(struct conn *c);
+	/* The last words before SHUT_WR (TLS close_notify); NULL: none. */
+	void (*end_writes)(struct conn *c);
+	/* Frees what the layer holds; the socket is closed after. NULL: nothing. */
+	void (*release)(struct conn *c);
 	/* Bytes come straight from the socket, so splice(2) may move them. */
 	bool can_splice;
 };
 
 /* Plain TCP. */
 extern const struct conn_ops conn_tcp_ops;
+
+struct tls_session;
 
 struct conn {
 	int fd;                      /* -1 when closed */
@@ -53,6 +71,14 @@ struct conn {
 	bool reset;                  /* ... and it was an error, not a clean FIN */
 	bool readable;               /* readiness seen and not yet read to EAGAIN */
 	bool write_failed;           /* a send failed; only reading may go on */
+	/*
+	 * Which socket readiness lets the owner's read (read_on) or write
+	 * (write_on) go on: EV_READ and EV_WRITE for TCP; a TLS layer may need
+	 * to write before it can read, or read before it can write.
+	 */
+	short read_on, write_on;
+	bool want_read, want_write;  /* what the owner last asked conn_watch() for */
+	struct tls_session *tls;     /* the TLS layer's state; NULL for plain TCP */
 };
 
 /* Sets c up around fd (which may be -1 for now); no watcher runs yet. */
@@ -64,8 +90,16 @@ void conn_set_fd(struct conn *c, int fd);
 void conn_clear_facts(struct conn *c);
 /* Which readiness the owner waits for now; watchers follow. */
 void conn_watch(struct conn *c, bool readable, bool writable);
-/* Stops both watchers and closes the socket, once. */
+/* Stops both watchers and closes the socket, once (and frees any layer on it). */
 void conn_close(struct conn *c);
+/* Sends what the layer owes before a half-close, then shuts writes. -1 with errno. */
+int conn_shutdown_write(struct conn *c);
+/* Is this idle connection still fit for a request? */
+static inline bool
+conn_idle_alive(struct conn *c)
+{
+	return c->ops->idle_alive(c);
+}
 
 /*
  * Reads into b, making room by compacting first. MOVE_OK with *got > 0,

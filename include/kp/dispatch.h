@@ -76,13 +76,27 @@ int dispatch_init(struct dispatch *d, struct server *srv);
 /* Fails every waiter (503) and frees the hosts; connections are the caller's. */
 void dispatch_shutdown(struct dispatch *d);
 
-/*
- * restricted: the requester is a client beyond this machine, held to the
- * destination rules (policy_dest_allowed); its key must differ from an
- * unrestricted requester's, so that the two never share a connection.
- */
-void dispatch_request(struct dispatch *d, struct upstream_waiter *w, const char *host,
-                      uint16_t port, const char *key, enum dispatch_how how, bool restricted);
+/* Where a request goes, and which connections may carry it. */
+struct dispatch_target {
+	const char *host;
+	uint16_t port;
+	/*
+	 * The pool and queue key: requests with equal keys may share a
+	 * connection, so it differs whenever any of scheme, host, port, server
+	 * name or restriction does.
+	 */
+	const char *key;
+	bool tls;          /* https: TLS to host, which is also the server name sent and checked */
+	/*
+	 * The requester is a client beyond this machine, held to the
+	 * destination rules (policy_dest_allowed); its key must differ from an
+	 * unrestricted requester's, so that the two never share a connection.
+	 */
+	bool restricted;
+};
+
+void dispatch_request(struct dispatch *d, struct upstream_waiter *w,
+                      const struct dispatch_target *t, enum dispatch_how how);
 /* w no longer wants a connection: leaves the queue; its connect goes on unbound. */
 void dispatch_cancel(struct upstream_waiter *w);
 

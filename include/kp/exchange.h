@@ -71,8 +71,9 @@ struct exchange {
 	enum response_phase resp;
 	struct http_target target;
 	bool restricted;              /* the client is beyond this machine (set by the owner) */
-	const char *key;              /* dispatch key: target.key, or lan_key when restricted */
-	char lan_key[280];
+	bool https;                   /* to the origin over TLS: intercepted (set by the owner) */
+	const char *key;              /* dispatch key: target.key, or key_buf with scheme or "(lan)" */
+	char key_buf[288];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
 	size_t req_head_sent;
 	struct framer req_body;

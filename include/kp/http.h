@@ -105,6 +105,16 @@ struct http_target {
  */
 int http_parse_target(const char *url, size_t len, struct http_target *t);
 
+/*
+ * A request inside an intercepted CONNECT to origin: origin-form ("/path"),
+ * "*" for OPTIONS, or "https://" absolute form naming that same host:port.
+ * t gets origin's host, port and key, the path, and as authority the
+ * client's Host field (else the CONNECT's host). 0 or 400.
+ */
+int http_parse_inner_target(const char *url, size_t len, const struct http_head *h,
+                            const char *base, const struct http_target *origin,
+                            struct http_target *t);
+
 /* CONNECT's authority-form "host:port" (port required). 0 or 400. */
 int http_parse_authority(const char *s, size_t len, struct http_target *t);
 

@@ -20,6 +20,8 @@ struct auth;
 struct client;
 struct upstream;
 struct pool;
+struct tls;
+struct intercept_memory;
 
 struct server {
 	struct ev_loop *loop;
@@ -38,6 +40,8 @@ struct server {
 	bool draining;                   /* a stop signal came: finish what is in flight, then exit */
 	bool pidfile_written;            /* ours to remove at exit */
 	struct auth *auth;               /* --auth-file's credentials; NULL: none asked */
+	struct tls *tls;                 /* --intercept: CA, contexts, caches; NULL: off */
+	struct intercept_memory *refusals;   /* clients that refused our certificate */
 	struct cidr own[64];             /* this machine's addresses, refused to LAN clients */
 	unsigned nown;                   /* read at start and on SIGHUP */
 	ev_prepare reaper;               /* end of each iteration: free the dead */

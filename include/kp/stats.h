@@ -20,6 +20,7 @@ enum kp_error_kind {
 	KP_ERR_RESET,           /* the origin closed or reset the connection mid-exchange */
 	KP_ERR_BAD_RESPONSE,    /* malformed response head or framing */
 	KP_ERR_QUEUE_TIMEOUT,   /* 503: no connection within --queue-timeout */
+	KP_ERR_TLS,             /* a TLS handshake with an origin failed (502), verification included */
 	KP_ERR_KINDS,
 };
 
@@ -59,6 +60,15 @@ struct kp_stats {
 	uint64_t pipes_open;           /* pipes in use or pooled now */
 	uint64_t tunnels;              /* CONNECT and upgrade tunnels opened */
 	uint64_t tunnels_open;         /* ... and open now */
+	uint64_t intercepted;          /* CONNECTs answered with our own TLS (--intercept) */
+	uint64_t intercept_refused;    /* ... whose client refused our certificate */
+	uint64_t intercept_skipped;    /* CONNECTs tunnelled because their client refused before */
+	uint64_t tls_client_handshakes;     /* completed with clients */
+	uint64_t tls_upstream_handshakes;   /* completed with origins */
+	uint64_t tls_upstream_resumed;      /* ... that resumed a session */
+	uint64_t tls_verify_failures;       /* origin certificates that did not verify */
+	uint64_t tls_leaves_minted;         /* leaf certificates made */
+	uint64_t tls_leaves_cached;         /* ... held in the cache now */
 	uint64_t errors[KP_ERR_KINDS]; /* by kind */
 };
 

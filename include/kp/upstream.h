@@ -29,6 +29,7 @@ struct dispatch_host;
 enum upstream_state {
 	UPSTREAM_RESOLVING,   /* waiting for the resolver thread */
 	UPSTREAM_CONNECTING,  /* one or more connect attempts in flight */
+	UPSTREAM_HANDSHAKING, /* connected; the TLS handshake with the origin is under way */
 	UPSTREAM_BUSY,        /* carrying the exchange of `user` */
 	UPSTREAM_IDLE,        /* in the pool, watched for EOF */
 	UPSTREAM_CLOSED,      /* fd closed; freed at the end of the loop iteration */
@@ -67,6 +68,7 @@ struct upstream {
 	struct dispatch_host *host;  /* counted against this host's cap; NULL: not counted */
 	bool bound;                  /* the connect belongs to trigger alone (fresh, tunnel) */
 	bool restricted;             /* for clients beyond this machine: destination rules apply */
+	bool tls;                    /* https: a TLS handshake follows the connect */
 	unsigned refused;            /* addresses the destination rules refused */
 	struct buf *in;              /* response bytes not yet forwarded; NULL when idle */
 	struct http_parser parser;   /* response heads */
@@ -81,9 +83,12 @@ struct upstream {
 	struct upstream *dead_next;  /* server's list of connections to free */
 };
 
-/* A connection to host:port, not started yet; NULL when memory is exhausted. */
+/*
+ * A connection to host:port, not started yet; NULL when memory is exhausted.
+ * tls: it is ready only once a verified TLS handshake with host is done.
+ */
 struct upstream *upstream_open(struct server *srv, const char *host, uint16_t port,
-                               const char *key);
+                               const char *key, bool tls);
 /*
  * Resolves and connects. The outcome goes to dispatch, possibly before this
  * returns (a cached name that cannot be reached), so the caller sets up its

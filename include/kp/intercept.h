@@ -1,0 +1,58 @@
+/*
+ * Which CONNECTs are intercepted: the host patterns the user named, and the
+ * hosts each client refused our certificate for, which go back to being
+ * tunnelled for a while. No TLS here: the decision is plain string and
+ * address work, and is the same whichever TLS library does the handshakes.
+ */
+#ifndef KP_INTERCEPT_H
+#define KP_INTERCEPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <sys/socket.h>
+
+#include <ev.h>
+
+/*
+ * A pattern is an exact host name ("cdn.example.com"), a wildcard for every
+ * name below a domain ("*.example.com": any depth, not the domain itself),
+ * or an IP literal (IPv6 without brackets). Names compare case-blind and
+ * without a trailing dot. NULL: valid; otherwise what is wrong with it.
+ */
+const char *intercept_pattern_problem(const char *pattern);
+
+/* Does host (as CONNECT named it, IPv6 without brackets) match pattern? */
+bool intercept_pattern_match(const char *pattern, const char *host);
+
+/* ... any of them? */
+bool intercept_patterns_match(const char *const *patterns, unsigned n, const char *host);
+
+/*
+ * Clients that refused the certificate minted for a host: that app pins its
+ * certificates or does not trust the CA, and the next CONNECTs from the
+ * same address to the same host:port are tunnelled instead, until the entry
+ * expires. Bounded: when full, the entry closest to expiry gives way.
+ */
+#define INTERCEPT_REFUSALS 128
+
+struct intercept_refusal {
+	ev_tstamp until;            /* 0: slot free */
+	sa_family_t family;
+	unsigned char addr[16];     /* the client's address, without its port */
+	char key[272];              /* host:port */
+};
+
+struct intercept_memory {
+	struct intercept_refusal slot[INTERCEPT_REFUSALS];
+	double remember;            /* seconds an entry lasts */
+};
+
+void intercept_memory_init(struct intercept_memory *m, double remember);
+/* Notes the refusal; true if it is new (so it is worth one log line). */
+bool intercept_memory_add(struct intercept_memory *m, const struct sockaddr *client,
+                          const char *key, ev_tstamp now);
+bool intercept_memory_has(const struct intercept_memory *m, const struct sockaddr *client,
+                          const char *key, ev_tstamp now);
+
+#endif
