@@ -33,12 +33,17 @@ stats_log_summary(void)
 	         ", freed-up %" PRIu64 "), connects %" PRIu64 " (won %" PRIu64 ", unused %" PRIu64
 	         ", tcp attempts %" PRIu64 ", failed %" PRIu64 "), queued %" PRIu64 ", queue waits %" PRIu64
 	         " (%.3f s), queue timeouts %" PRIu64 ", retries %" PRIu64 ", stale %" PRIu64
-	         ", local responses %" PRIu64 ", idle %" PRIu64 ", open %" PRIu64,
+	         ", local responses %" PRIu64 ", idle %" PRIu64 ", open %" PRIu64
+	         ", intercepted %" PRIu64 ", refused %" PRIu64 ", tls upstream %" PRIu64
+	         " (resumed %" PRIu64 ", unverified %" PRIu64 "), leaves minted %" PRIu64
+	         " (cached %" PRIu64 ")",
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
 	         s->requests_on_freed, s->connects_started, s->connects_won, s->connects_unused,
 	         s->upstream_connects, s->upstream_connect_failures, s->queued, s->queue_waits,
 	         s->queue_wait_seconds, s->queue_timeouts, s->upstream_retries, s->upstream_stale,
-	         s->responses_local, s->pool_idle, s->upstreams_open);
+	         s->responses_local, s->pool_idle, s->upstreams_open, s->intercepted,
+	         s->intercept_refused, s->tls_upstream_handshakes, s->tls_upstream_resumed,
+	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_cached);
 }
 
 static void append(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

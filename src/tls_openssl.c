@@ -318,6 +318,28 @@ tls_leaves_cached(const struct tls *t)
 	return t->leaves;
 }
 
+int
+tls_leaf_pem(struct tls *t, const char *host, char *out, size_t len)
+{
+	X509 *leaf = leaf_for(t, host);
+	BIO *mem = BIO_new(BIO_s_mem());
+	char *data;
+	long n;
+	int rc = -1;
+
+	if (leaf && mem && PEM_write_bio_X509(mem, leaf) == 1) {
+		n = BIO_get_mem_data(mem, &data);
+		if (n > 0 && (size_t)n < len) {
+			memcpy(out, data, (size_t)n);
+			out[n] = '\0';
+			rc = (int)n;
+		}
+	}
+	BIO_free(mem);
+	ERR_clear_error();
+	return rc;
+}
+
 /* ---- upstream sessions ---------------------------------------------------- */
 
 static struct session_slot *
@@ -960,6 +982,15 @@ tls_end_writes(struct conn *c)
 static void
 tls_release(struct conn *c)
 {
+	/*
+	 * Toward an origin, a connection we end (idle timeout, pool cap) says
+	 * goodbye properly: OpenSSL forgets the session of a connection freed
+	 * without close_notify, and the next connection to the origin could
+	 * not resume it. Toward a client, a close without close_notify is how
+	 * a cut-off response is told apart from a finished one.
+	 */
+	if (!c->tls->toward_client)
+		tls_close_notify(c->tls);
 	tls_session_free(c->tls);
 	c->tls = NULL;
 }

@@ -87,4 +87,11 @@ void tls_attach(struct conn *c, struct tls_session *s);
 /* Leaf certificates held in the cache now. */
 size_t tls_leaves_cached(const struct tls *t);
 
+/*
+ * The leaf that would be shown for host, as PEM, into out (from the cache
+ * or minted now): for tests and for looking at what clients are shown.
+ * Bytes written, or -1.
+ */
+int tls_leaf_pem(struct tls *t, const char *host, char *out, size_t len);
+
 #endif

@@ -1,0 +1,655 @@
+/*
+ * HTTPS pooling through interception, with real programs on both sides: a
+ * private nginx serving HTTPS with a certificate from a CA this test makes
+ * (openssl), the proxy with a CA of its own (--make-ca), and separate curl
+ * processes as clients, each a new connection, the way a segment
+ * downloader behaves.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "wire.h"
+
+#define CHUNK_LEN (2ull * 1024 * 1024)
+#define BIG_LEN (64ull * 1024 * 1024)
+#define CHUNKS 10
+
+static struct proxy px;
+static struct world the_world;
+
+/* Everything one scenario made: certificates, nginx, its files. */
+struct world {
+	char dir[256];
+	char origin_ca[300];      /* trusted by the proxy (--upstream-ca), not by clients */
+	char proxy_ca[300];       /* --make-ca's certificate: what clients trust */
+	char proxy_key[300];
+	pid_t nginx;
+	int port;
+	char access_log[300];
+};
+
+static void
+path_in(char *buf, size_t size, const char *dir, const char *name)
+{
+	int n = snprintf(buf, size, "%s/%s", dir, name);
+
+	assert_true(n > 0 && (size_t)n < size);
+}
+
+static void
+write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		fail_msg("cannot write %s: %s", path, strerror(errno));
+}
+
+/* Runs a helper program to completion; fails the test unless it exits 0. */
+static void
+run_ok(const char *const argv[], const struct world *w, const char *what)
+{
+	char log[300];
+	int rc;
+
+	path_in(log, sizeof(log), w->dir, "helper.log");
+	rc = run_process(argv, log, 30000);
+	if (rc != 0) {
+		char *text = read_file_all(log, NULL);
+
+		fail_msg("%s exited with %d:\n%s", what, rc, text ? text : "");
+	}
+}
+
+/*
+ * The origin's CA and a certificate for "localhost" only (no IP address,
+ * so a client asking for 127.0.0.1 sees a name mismatch).
+ */
+static void
+make_origin_certificates(const struct world *w)
+{
+	const char *openssl = require_program("openssl", "KP_OPENSSL");
+	char key[300], csr[300], crt[300], cakey[300], ext[300], serial[300];
+
+	path_in(cakey, sizeof(cakey), w->dir, "origin-ca.key");
+	path_in(key, sizeof(key), w->dir, "origin.key");
+	path_in(csr, sizeof(csr), w->dir, "origin.csr");
+	path_in(crt, sizeof(crt), w->dir, "origin.crt");
+	path_in(ext, sizeof(ext), w->dir, "origin.ext");
+	path_in(serial, sizeof(serial), w->dir, "origin-ca.srl");
+	write_text(ext, "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n");
+	{
+		const char *argv[] = {openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+		                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", cakey, "-out",
+		                      w->origin_ca, "-days", "2", "-subj", "/CN=kp test origin CA",
+		                      "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+		                      "keyUsage=critical,keyCertSign", NULL};
+		run_ok(argv, w, "openssl req -x509");
+	}
+	{
+		const char *argv[] = {openssl, "req", "-newkey", "ec", "-pkeyopt",
+		                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
+		                      "-subj", "/CN=localhost", NULL};
+		run_ok(argv, w, "openssl req");
+	}
+	{
+		const char *argv[] = {openssl, "x509", "-req", "-in", csr, "-CA", w->origin_ca,
+		                      "-CAkey", cakey, "-CAserial", serial, "-CAcreateserial",
+		                      "-out", crt, "-days", "2", "-extfile", ext, NULL};
+		run_ok(argv, w, "openssl x509 -req");
+	}
+}
+
+/* The proxy's own CA, as a user makes it. */
+static void
+make_proxy_ca(struct world *w)
+{
+	char dir[300];
+	/* Constrained to the names the scenarios use (leaf_cache_is_bounded: .2 to .5). */
+	const char *argv[] = {getenv("KP_BINARY"), "--make-ca", dir,           "--intercept",
+	                      "localhost",         "--intercept", "127.0.0.1", "--intercept",
+	                      "127.0.0.2",         "--intercept", "127.0.0.3", "--intercept",
+	                      "127.0.0.4",         "--intercept", "127.0.0.5", NULL};
+	struct stat st;
+
+	path_in(dir, sizeof(dir), w->dir, "proxy-ca");
+	run_ok(argv, w, "keepalive-proxy --make-ca");
+	path_in(w->proxy_ca, sizeof(w->proxy_ca), dir, "ca.crt");
+	path_in(w->proxy_key, sizeof(w->proxy_key), dir, "ca.key");
+	assert_int_equal(stat(w->proxy_key, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+/* nginx on HTTPS; keepalive_timeout as given; gzip makes curl --compressed answers chunked. */
+static void
+nginx_start(struct world *w, const char *keepalive)
+{
+	const char *bin = require_program("nginx", "KP_NGINX");
+	char conf[300], errlog[300], out[300], crt[300], key[300], text[4096];
+
+	path_in(conf, sizeof(conf), w->dir, "nginx.conf");
+	path_in(errlog, sizeof(errlog), w->dir, "error.log");
+	path_in(out, sizeof(out), w->dir, "nginx.out");
+	path_in(crt, sizeof(crt), w->dir, "origin.crt");
+	path_in(key, sizeof(key), w->dir, "origin.key");
+	path_in(w->access_log, sizeof(w->access_log), w->dir, "access.log");
+	harness_watch_log(errlog, "nginx error log");
+	harness_watch_log(w->access_log, "nginx access log");
+	for (int attempt = 1; attempt <= 5; attempt++) {
+		const char *argv[] = {bin,    "-p", w->dir,
+		                      "-c",   conf, "-e",
+		                      errlog, "-g", "daemon off; master_process off;",
+		                      NULL};
+
+		w->port = free_port();
+		snprintf(text, sizeof(text),
+		         "pid %s/nginx.pid;\n"
+		         "error_log %s info;\n"
+		         "events { worker_connections 256; }\n"
+		         "http {\n"
+		         "    default_type application/octet-stream;\n"
+		         "    log_format kp '$connection $status \"$request\"';\n"
+		         "    access_log %s kp;\n"
+		         "    client_body_temp_path %s/tmp_body;\n"
+		         "    proxy_temp_path %s/tmp_proxy;\n"
+		         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
+		         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
+		         "    scgi_temp_path %s/tmp_scgi;\n"
+		         "    keepalive_timeout %s;\n"
+		         "    keepalive_requests 10000;\n"
+		         /* gzip: curl --compressed then gets a chunked answer (no length). */
+		         "    gzip on; gzip_proxied any; gzip_min_length 0;\n"
+		         "    gzip_types application/octet-stream;\n"
+		         "    server {\n"
+		         "        listen 127.0.0.1:%d ssl;\n"
+		         "        ssl_certificate %s;\n"
+		         "        ssl_certificate_key %s;\n"
+		         "        root %s/www;\n"
+		         "    }\n"
+		         "}\n",
+		         w->dir, errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir, keepalive,
+		         w->port, crt, key, w->dir);
+		write_text(conf, text);
+		w->nginx = spawn_process(argv, out);
+		if (wait_listening(w->nginx, w->port, 5000))
+			return;
+		if (process_alive(w->nginx))
+			fail_msg("nginx did not listen on 127.0.0.1:%d within 5 s", w->port);
+		stop_process(w->nginx, SIGTERM, 1000);
+	}
+	fail_msg("nginx failed to start 5 times; see its logs");
+}
+
+static void
+nginx_stop(void *arg)
+{
+	struct world *w = arg;
+
+	if (w->nginx > 0)
+		stop_process(w->nginx, SIGQUIT, 5000);
+	w->nginx = 0;
+}
+
+/*
+ * Certificates, files and nginx; the proxy is each scenario's own. w must
+ * outlive the scenario (nginx is stopped at teardown): the scenarios use
+ * the file's one static world.
+ */
+static void
+world_make(struct world *w, const char *keepalive)
+{
+	char www[300], file[300];
+
+	memset(w, 0, sizeof(*w));
+	snprintf(w->dir, sizeof(w->dir), "%s", harness_temp_dir());
+	path_in(w->origin_ca, sizeof(w->origin_ca), w->dir, "origin-ca.crt");
+	path_in(www, sizeof(www), w->dir, "www");
+	assert_int_equal(mkdir(www, 0755), 0);
+	path_in(file, sizeof(file), www, "chunk.bin");
+	write_pattern_file(file, CHUNK_LEN);
+	path_in(file, sizeof(file), www, "big.bin");
+	write_pattern_file(file, BIG_LEN);
+	make_origin_certificates(w);
+	make_proxy_ca(w);
+	nginx_start(w, keepalive);
+	harness_defer(nginx_stop, w);
+}
+
+/* The proxy, intercepting localhost and 127.0.0.1, trusting the origin's CA. */
+static void
+proxy_start_intercepting(const struct world *w, const char *const more[])
+{
+	char ports[16];
+	const char *args[32] = {"--intercept", "localhost", "--ca-cert", w->proxy_ca,
+	                        "--ca-key", w->proxy_key, "--connect-ports", ports};
+	size_t n = 8;
+
+	snprintf(ports, sizeof(ports), "%d", w->port);
+	if (!more || !more[0] || strcmp(more[0], "--system-store") != 0) {
+		args[n++] = "--upstream-ca";
+		args[n++] = w->origin_ca;
+	}
+	for (size_t i = more && more[0] && strcmp(more[0], "--system-store") == 0 ? 1 : 0;
+	     more && more[i]; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	proxy_start(&px, args);
+}
+
+/*
+ * One curl process through the proxy. Returns curl's exit code; the status
+ * it saw goes to *status and the body to body_path.
+ */
+static int
+curl(const struct world *w, const char *url, const char *cacert, const char *body_path,
+     const char *extra, int *status)
+{
+	const char *bin = require_program("curl", "KP_CURL");
+	char proxy[64], log[300];
+	const char *argv[32];
+	size_t n = 0;
+	int rc;
+	char *text;
+
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
+	path_in(log, sizeof(log), w->dir, "curl.out");
+	unlink(log);
+	argv[n++] = bin;
+	argv[n++] = "-q";
+	argv[n++] = "--silent";
+	argv[n++] = "--show-error";
+	argv[n++] = "--max-time";
+	argv[n++] = "60";
+	argv[n++] = "--noproxy";
+	argv[n++] = "";
+	argv[n++] = "--proxy";
+	argv[n++] = proxy;
+	argv[n++] = "--cacert";
+	argv[n++] = cacert;
+	argv[n++] = "--output";
+	argv[n++] = body_path;
+	argv[n++] = "--write-out";
+	argv[n++] = "status=%{http_code}\n";
+	if (extra)
+		argv[n++] = extra;
+	argv[n++] = url;
+	argv[n] = NULL;
+	rc = run_process(argv, log, 90000);
+	text = read_file_all(log, NULL);
+	*status = 0;
+	if (text) {
+		const char *s = strstr(text, "status=");
+
+		if (s)
+			*status = atoi(s + 7);
+		if (rc != 0)
+			print_message("curl %s: exit %d: %s\n", url, rc, text);
+	}
+	free(text);
+	return rc;
+}
+
+static void
+url_of(char *buf, size_t size, const struct world *w, const char *host, const char *path)
+{
+	snprintf(buf, size, "https://%s:%d%s", host, w->port, path);
+}
+
+/* The file holds exactly len pattern bytes. */
+static void
+assert_pattern_file(const char *path, uint64_t len)
+{
+	size_t got;
+	char *data = read_file_all(path, &got);
+	static char want[1 << 16];
+
+	assert_non_null(data);
+	if (got != len) {
+		free(data);
+		fail_msg("%s: %zu bytes, expected %llu", path, got, (unsigned long long)len);
+	}
+	for (uint64_t off = 0; off < len; off += sizeof(want)) {
+		size_t n = len - off < sizeof(want) ? (size_t)(len - off) : sizeof(want);
+
+		pattern_fill(want, off, n);
+		if (memcmp(want, data + off, n) != 0) {
+			free(data);
+			fail_msg("%s differs from the original at bytes %llu..", path,
+			         (unsigned long long)off);
+		}
+	}
+	free(data);
+}
+
+/* Distinct nginx connections in its access log, and the lines seen. */
+static unsigned
+origin_connections(const struct world *w, unsigned *lines)
+{
+	char *text = read_file_all(w->access_log, NULL);
+	unsigned long seen[256];
+	unsigned n = 0;
+
+	*lines = 0;
+	if (!text)
+		return 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		unsigned long conn = strtoul(l, NULL, 10);
+		bool known = false;
+
+		(*lines)++;
+		for (unsigned i = 0; i < n; i++)
+			known = known || seen[i] == conn;
+		if (!known && n < 256)
+			seen[n++] = conn;
+	}
+	free(text);
+	return n;
+}
+
+/* ---- scenarios ------------------------------------------------------------ */
+
+static void
+ten_clients_share_one_origin_connection(void)
+{
+	char url[256], body[300];
+	unsigned lines;
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "chunk.out");
+	for (int i = 0; i < CHUNKS; i++) {
+		assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+		assert_int_equal(status, 200);
+		assert_pattern_file(body, CHUNK_LEN);
+	}
+	assert_int_equal(origin_connections(&the_world, &lines), 1);
+	assert_int_equal(lines, CHUNKS);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), CHUNKS);
+	assert_int_equal(stats_get(proxy_stats(&px), "tls upstream"), 1);
+	proxy_stop(&px);
+}
+
+static void
+big_body_arrives_whole(void)
+{
+	char url[256], body[300];
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/big.bin");
+	path_in(body, sizeof(body), the_world.dir, "big.out");
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, BIG_LEN);
+	proxy_stop(&px);
+}
+
+/*
+ * One curl, two URLs: the second request rides the same client TLS
+ * connection; --compressed makes nginx answer chunked (gzip, no length).
+ */
+static void
+chunked_and_keep_alive_inside_one_client_connection(void)
+{
+	char url[256];
+	const char *bin = require_program("curl", "KP_CURL");
+	char proxy[64], log[300], out1[300], out2[300];
+	unsigned lines;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(out1, sizeof(out1), the_world.dir, "one.out");
+	path_in(out2, sizeof(out2), the_world.dir, "two.out");
+	path_in(log, sizeof(log), the_world.dir, "curl2.out");
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
+	{
+		const char *argv[] = {bin,     "-q",         "--silent", "--show-error",
+		                      "--fail", "--noproxy", "",         "--proxy",
+		                      proxy,   "--cacert",   the_world.proxy_ca, "--compressed",
+		                      "--verbose", url,      "--output", out1,
+		                      url,     "--output",   out2,       NULL};
+
+		assert_int_equal(run_process(argv, log, 60000), 0);
+	}
+	assert_pattern_file(out1, CHUNK_LEN);
+	assert_pattern_file(out2, CHUNK_LEN);
+	{
+		char *text = read_file_all(log, NULL);
+
+		assert_non_null(text);
+		/* curl says so when it sends the second request on the same connection. */
+		assert_non_null(strstr(text, "Re-using existing connection"));
+		assert_non_null(strstr(text, "ransfer-Encoding: chunked"));
+		free(text);
+	}
+	assert_int_equal(origin_connections(&the_world, &lines), 1);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 1);
+	proxy_stop(&px);
+}
+
+/* A host not listed is a plain tunnel: the client sees the origin's own certificate. */
+static void
+unlisted_host_is_tunnelled_untouched(void)
+{
+	char url[256], body[300];
+	int status;
+
+	world_make(&the_world, "60s");
+	/* Only 127.0.0.1 is listed here; "localhost" is not. */
+	{
+		char ports[16];
+		const char *args[] = {"--intercept", "127.0.0.1", "--ca-cert", the_world.proxy_ca, "--ca-key",
+		                      the_world.proxy_key, "--upstream-ca", the_world.origin_ca, "--connect-ports",
+		                      ports, NULL};
+
+		snprintf(ports, sizeof(ports), "%d", the_world.port);
+		proxy_start(&px, args);
+	}
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "tunnel.out");
+	/* Trusting only the origin's CA succeeds: nobody but the origin spoke TLS. */
+	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, CHUNK_LEN);
+	/* Trusting only the proxy's CA fails for the same reason. */
+	assert_int_not_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
+	proxy_stop(&px);
+}
+
+static void
+assert_body_contains(const char *path, const char *text)
+{
+	char *body = read_file_all(path, NULL);
+
+	assert_non_null(body);
+	if (!strstr(body, text)) {
+		print_error("body: %s\n", body);
+		free(body);
+		fail_msg("the body does not say '%s'", text);
+	}
+	free(body);
+}
+
+/* The origin's certificate names localhost only; asked as 127.0.0.1 it does not verify. */
+static void
+origin_name_mismatch_is_502(void)
+{
+	char url[256], body[300];
+	const char *more[] = {"--intercept", "127.0.0.1", NULL};
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, more);
+	url_of(url, sizeof(url), &the_world, "127.0.0.1", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "mismatch.out");
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 502);
+	assert_body_contains(body, "did not verify");
+	assert_body_contains(body, "mismatch");
+	assert_true(proxy_log_count(&px, "did not verify") >= 1);
+	proxy_stop(&px);
+}
+
+/* Without --upstream-ca the system store decides, and it has never heard of the test CA. */
+static void
+untrusted_origin_is_502(void)
+{
+	char url[256], body[300];
+	const char *more[] = {"--system-store", NULL};
+	unsigned lines;
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, more);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "untrusted.out");
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 502);
+	assert_body_contains(body, "did not verify");
+	/* No request reached the origin over the unverified connection. */
+	origin_connections(&the_world, &lines);
+	assert_int_equal(lines, 0);
+	proxy_stop(&px);
+}
+
+/*
+ * A client that does not trust our CA (as an app that pins) fails once;
+ * from then on its CONNECTs to that host are tunnelled, and it succeeds.
+ */
+static void
+client_refusing_our_certificate_gets_tunnels(void)
+{
+	char url[256], body[300];
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "pinned.out");
+	assert_int_not_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
+	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, CHUNK_LEN);
+	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
+	assert_int_equal(proxy_log_count(&px, "refused the certificate"), 1);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 1);
+	assert_int_equal(stats_get(proxy_stats(&px), "refused"), 1);
+	proxy_stop(&px);
+}
+
+/*
+ * nginx closes idle connections after 1 s; the pooled one it closed must
+ * not cost the next client anything, and the new connection resumes the
+ * TLS session.
+ */
+static void
+origin_closing_a_pooled_connection_is_transparent(void)
+{
+	char url[256], body[300];
+	unsigned lines;
+	int status;
+	const char *line;
+
+	world_make(&the_world, "1s");
+	proxy_start_intercepting(&the_world, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "stale.out");
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	/* Stop the proxy so it cannot see the close before the next request arrives. */
+	assert_true(px.pid > 0);
+	kill(px.pid, SIGSTOP);
+	sleep_ms(2000);
+	kill(px.pid, SIGCONT);
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, CHUNK_LEN);
+	assert_int_equal(origin_connections(&the_world, &lines), 2);
+	assert_int_equal(lines, 2);
+	line = proxy_stats(&px);
+	assert_int_equal(stats_get(line, "tls upstream"), 2);
+	assert_int_equal(stats_get(line, "resumed"), 1);
+	proxy_stop(&px);
+}
+
+/* Leaves for many hosts: the cache keeps --leaf-cache of them. */
+static void
+leaf_cache_is_bounded(void)
+{
+	char url[256], body[300];
+	/* Addresses nobody listens on: each handshake is ours alone, then a quick 502. */
+	const char *more[] = {"--intercept", "127.0.0.2", "--intercept", "127.0.0.3",
+	                      "--intercept", "127.0.0.4", "--intercept", "127.0.0.5",
+	                      "--leaf-cache", "2", NULL};
+	const char *names[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.2"};
+	const char *line;
+	int status;
+
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, more);
+	path_in(body, sizeof(body), the_world.dir, "leaf.out");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		url_of(url, sizeof(url), &the_world, names[i], "/");
+		/* The handshake succeeds with a minted leaf; the connect is then refused. */
+		assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+		assert_int_equal(status, 502);
+	}
+	line = proxy_stats(&px);
+	assert_int_equal(stats_get(line, "cached"), 2);
+	/* 127.0.0.2 was evicted by .4 and .5, so it was minted again. */
+	assert_int_equal(stats_get(line, "leaves minted"), 5);
+	proxy_stop(&px);
+}
+
+static void
+ca_key_readable_by_others_stops_start(void)
+{
+	char log[300];
+	char port[16];
+	const char *argv[] = {getenv("KP_BINARY"), "-p", port, "--intercept", "localhost",
+	                      "--ca-cert", the_world.proxy_ca, "--ca-key", the_world.proxy_key, NULL};
+	char *text;
+
+	memset(&the_world, 0, sizeof(the_world));
+	snprintf(the_world.dir, sizeof(the_world.dir), "%s", harness_temp_dir());
+	make_proxy_ca(&the_world);
+	snprintf(port, sizeof(port), "%d", free_port());
+	assert_int_equal(chmod(the_world.proxy_key, 0644), 0);
+	path_in(log, sizeof(log), the_world.dir, "refused.log");
+	assert_int_equal(run_process(argv, log, 10000), 1);
+	text = read_file_all(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "can be read by others"));
+	free(text);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		E2E_TEST(ten_clients_share_one_origin_connection),
+		E2E_TEST(big_body_arrives_whole),
+		E2E_TEST(chunked_and_keep_alive_inside_one_client_connection),
+		E2E_TEST(unlisted_host_is_tunnelled_untouched),
+		E2E_TEST(origin_name_mismatch_is_502),
+		E2E_TEST(untrusted_origin_is_502),
+		E2E_TEST(client_refusing_our_certificate_gets_tunnels),
+		E2E_TEST(origin_closing_a_pooled_connection_is_transparent),
+		E2E_TEST(leaf_cache_is_bounded),
+		E2E_TEST(ca_key_readable_by_others_stops_start),
+	};
+
+	return E2E_RUN("e2e_intercept", tests);
+}
