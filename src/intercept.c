@@ -71,6 +71,9 @@ intercept_pattern_match(const char *pattern, const char *host)
 	if (is_ip_literal(pattern, pa, &pf))
 		return is_ip_literal(host, ha, &hf) && pf == hf &&
 		       memcmp(pa, ha, pf == AF_INET ? 4 : 16) == 0;
+	/* An address is never a name below a domain: "*.2.7" must not take 192.0.2.7. */
+	if (is_ip_literal(host, ha, &hf))
+		return false;
 	hlen = name_len(host);
 	if (pattern[0] == '*') {
 		const char *domain = pattern + 1;   /* ".example.com" */

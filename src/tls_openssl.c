@@ -550,38 +550,35 @@ tls_free(struct tls *t)
 
 /* ---- --make-ca ------------------------------------------------------------ */
 
-/* "permitted;DNS:example.com,permitted;IP:..." from the patterns; "" when none apply. */
+/* "critical,permitted;DNS:example.com,permitted;IP:..." from the patterns; "" when none. */
 static void
 name_constraints(const struct kp_config *cfg, char *out, size_t len)
 {
-	size_t at = 0;
 	bool dns = false, ip = false;
+	/* RFC 5280 4.2.1.10: conforming CAs mark name constraints critical. */
+	size_t at = (size_t)snprintf(out, len, "critical,");
 
-	out[0] = '\0';
 	for (unsigned i = 0; i < cfg->nintercept; i++) {
 		const char *p = cfg->intercept[i];
+		const char *sep = i ? "," : "";
 		unsigned char a[16];
 		int n;
 
 		if (inet_pton(AF_INET, p, a) == 1) {
-			n = snprintf(out + at, len - at, "%spermitted;IP:%s/255.255.255.255",
-			             at ? "," : "", p);
+			n = snprintf(out + at, len - at, "%spermitted;IP:%s/255.255.255.255", sep, p);
 			ip = true;
 		} else if (inet_pton(AF_INET6, p, a) == 1) {
 			n = snprintf(out + at, len - at,
-			             "%spermitted;IP:%s/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
-			             at ? "," : "", p);
+			             "%spermitted;IP:%s/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", sep, p);
 			ip = true;
 		} else {
 			/* A DNS constraint covers the name and every name below it. */
-			n = snprintf(out + at, len - at, "%spermitted;DNS:%s", at ? "," : "",
-			             p[0] == '*' ? p + 2 : p);
+			n = snprintf(out + at, len - at, "%spermitted;DNS:%s", sep, p[0] == '*' ? p + 2 : p);
 			dns = true;
 		}
-		if (n < 0 || (size_t)n >= len - at) {
-			out[0] = '\0';
-			return;
-		}
+		/* len fits every pattern; should it not, no CA rather than an unlimited one. */
+		if (n < 0 || (size_t)n >= len - at)
+			abort();
 		at += (size_t)n;
 	}
 	/*
@@ -592,6 +589,8 @@ name_constraints(const struct kp_config *cfg, char *out, size_t len)
 		snprintf(out + at, len - at, ",excluded;IP:0.0.0.0/0.0.0.0,excluded;IP:::/::");
 	else if (ip && !dns)
 		snprintf(out + at, len - at, ",permitted;DNS:invalid");
+	else if (!dns && !ip)
+		out[0] = '\0';
 }
 
 static X509 *
@@ -599,7 +598,7 @@ make_ca_cert(EVP_PKEY *key, const struct kp_config *cfg, char *err, size_t errle
 {
 	X509 *x = X509_new();
 	X509_NAME *name;
-	char cn[128], host[64] = "localhost", nc[8192];
+	char cn[128], host[64] = "localhost", nc[KP_MAX_INTERCEPT * 300];
 	time_t now = time(NULL);
 	struct tm tm;
 

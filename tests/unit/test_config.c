@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "kp/config.h"
+#include "kp/tls.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -513,6 +514,46 @@ test_parse_again_after_early_exit_in_cluster(void **state)
 	outcome_free(&o);
 }
 
+static void
+test_interception_options(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--intercept", "*.example.com", "--intercept", "192.0.2.7", "--ca-cert", "c.pem",
+	    "--ca-key", "k.pem", "--upstream-ca", "u.pem", "--leaf-cache", "10");
+	if (tls_built_in()) {
+		assert_int_equal(o.result, CONFIG_RUN);
+		assert_int_equal(o.cfg.nintercept, 2);
+		assert_string_equal(o.cfg.intercept[0], "*.example.com");
+		assert_string_equal(o.cfg.ca_cert, "c.pem");
+		assert_string_equal(o.cfg.ca_key, "k.pem");
+		assert_string_equal(o.cfg.upstream_ca, "u.pem");
+		assert_int_equal(o.cfg.leaf_cache, 10);
+	} else {
+		assert_int_equal(o.result, CONFIG_ERROR);
+		assert_non_null(strstr(o.err, "KP_TLS=OFF"));
+	}
+	outcome_free(&o);
+	/* A pattern that is no host. */
+	RUN(&o, "--intercept", "a.*.example.com", "--ca-cert", "c", "--ca-key", "k");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_non_null(strstr(o.err, "a.*.example.com"));
+	outcome_free(&o);
+	/* Interception without a CA to sign with. */
+	RUN(&o, "--intercept", "example.com");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_non_null(strstr(tls_built_in() ? o.err : "--ca-cert", "--ca-cert"));
+	outcome_free(&o);
+	RUN(&o, "--leaf-cache", "0");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	outcome_free(&o);
+	/* --make-ca needs nothing else. */
+	RUN(&o, "--make-ca", "/tmp/ca", "--intercept", "example.com");
+	assert_int_equal(o.result, tls_built_in() ? CONFIG_RUN : CONFIG_ERROR);
+	outcome_free(&o);
+}
+
 int
 main(void)
 {
@@ -525,6 +566,7 @@ main(void)
 		cmocka_unit_test(test_boundaries),
 		cmocka_unit_test(test_dispatch_and_tuning_options),
 		cmocka_unit_test(test_open_proxy_refused),
+		cmocka_unit_test(test_interception_options),
 		cmocka_unit_test(test_url_limit_follows_head_limit),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),
