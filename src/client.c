@@ -568,6 +568,11 @@ accept_step(struct client *c)
 	switch (tls_handshake(c->conn.tls)) {
 	case TLS_STEP_DONE:
 		log_debug("client fd %d: TLS as %s established", c->conn.fd, c->origin->key);
+		/* Stopping: no request has started here, so there is nothing to finish. */
+		if (c->srv->draining) {
+			client_close(c);
+			return;
+		}
 		exchange_reset(&c->ex);
 		http_parser_start(&c->parser, &c->head);
 		set_state(c, CLIENT_READING_HEAD);

@@ -613,6 +613,35 @@ leaf_cache_is_bounded(void)
 	proxy_stop(&px);
 }
 
+/*
+ * With --auth-file the CONNECT must carry credentials before the proxy
+ * answers it; the requests inside need none (the tunnel was authenticated).
+ */
+static void
+credentials_are_checked_before_interception(void)
+{
+	char url[256], body[300], users[300], userarg[64];
+	const char *more[] = {"--auth-file", users, NULL};
+	int status;
+
+	world_make(&the_world, "60s");
+	path_in(users, sizeof(users), the_world.dir, "users");
+	write_text(users, "alice:secret\n");
+	assert_int_equal(chmod(users, 0600), 0);
+	proxy_start_intercepting(&the_world, more);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_in(body, sizeof(body), the_world.dir, "auth.out");
+	/* curl reports the proxy's 407 to the CONNECT and gives up. */
+	assert_int_not_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
+	snprintf(userarg, sizeof(userarg), "-Ualice:secret");
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, userarg, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, CHUNK_LEN);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 1);
+	proxy_stop(&px);
+}
+
 static void
 ca_key_readable_by_others_stops_start(void)
 {
@@ -648,6 +677,7 @@ main(void)
 		E2E_TEST(client_refusing_our_certificate_gets_tunnels),
 		E2E_TEST(origin_closing_a_pooled_connection_is_transparent),
 		E2E_TEST(leaf_cache_is_bounded),
+		E2E_TEST(credentials_are_checked_before_interception),
 		E2E_TEST(ca_key_readable_by_others_stops_start),
 	};
 
