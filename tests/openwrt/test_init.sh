@@ -16,10 +16,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 failed=0
 
-# check NAME UCI-TEXT EXPECTED-WORDS
+# check NAME UCI-TEXT EXPECTED-WORDS [tls]
 check()
 {
-	local name="$1" got want
+	local name="$1" got want needs="${4:-}"
 	printf '%s\n' "$2" > "$work/uci"
 	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null | tr '\n' ' ')
 	want="$3"
@@ -28,6 +28,10 @@ check()
 		echo "  got:  $got"
 		echo "  want: $want"
 		failed=$((failed + 1))
+		return 0
+	fi
+	if [ "$needs" = tls ] && [ "$have_tls" = no ]; then
+		echo "ok   $name (mapping only: the binary has no TLS)"
 		return 0
 	fi
 	[ -z "$got" ] || accepted "$name" "$got"
@@ -69,6 +73,8 @@ run_once()
 		--auth-file) printf 'u:p\n' > "$work/users"; chmod 600 "$work/users"
 			args="$args --auth-file $work/users"; shift ;;
 		--stats-listen) args="$args --stats-listen 127.0.0.1:$((port + 1))"; shift ;;
+		--ca-cert|--upstream-ca) args="$args $1 $work/ca/ca.crt"; shift ;;
+		--ca-key) args="$args --ca-key $work/ca/ca.key"; shift ;;
 		-b) args="$args -b 127.0.0.1"; shift ;;
 		*) args="$args $1" ;;
 		esac
@@ -81,6 +87,13 @@ run_once()
 		status=$?
 	fi
 }
+
+# A CA for the interception case, if the binary has TLS.
+if "$bin" --make-ca "$work/ca" --intercept example.com >/dev/null 2>&1; then
+	have_tls=yes
+else
+	have_tls=no
+fi
 
 check "the shipped default: loopback only" \
 	"$(cat "$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config")" \
@@ -110,6 +123,17 @@ check "empty options are left out" \
 	option grace ''
 	option congestion ''" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
+check "HTTPS pooling for a CDN" \
+"config keepalive-proxy 'main'
+	list intercept '*.googlevideo.com'
+	list intercept '192.0.2.7'
+	option ca_cert '/etc/keepalive-proxy/ca.crt'
+	option ca_key '/etc/keepalive-proxy/ca.key'
+	option upstream_ca '/etc/ssl/certs/ca-certificates.crt'
+	option leaf_cache '64'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --intercept *.googlevideo.com --intercept 192.0.2.7 --ca-cert /etc/keepalive-proxy/ca.crt --ca-key /etc/keepalive-proxy/ca.key --upstream-ca /etc/ssl/certs/ca-certificates.crt --leaf-cache 64 " \
+	tls
 
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
 echo "all cases passed"
