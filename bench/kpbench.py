@@ -176,7 +176,7 @@ class Nginx:
 
     def __init__(self, workdir, listen="127.0.0.1", port=None, netns=None, files=None,
                  workers=1, keepalive_timeout="75s", access_log=True, worker_connections=4096,
-                 sendfile=True):
+                 sendfile=True, tls=None):
         self.nginx = require_program("nginx", "nginx-light")
         self.dir = workdir.join(f"nginx-{port or 'auto'}-{id(self):x}")
         self.root = os.path.join(self.dir, "www")
@@ -189,6 +189,10 @@ class Nginx:
             write_file(os.path.join(self.root, name), size)
         host = f"[{listen}]" if ":" in listen else listen
         log_line = (f"access_log {self.access_log} kp;" if access_log else "access_log off;")
+        # tls: a TestPKI; HTTPS with its origin certificate, TLS 1.2 and 1.3, tickets on.
+        self.scheme = "https" if tls else "http"
+        tls_lines = (f"ssl_certificate {tls.origin_cert}; ssl_certificate_key {tls.origin_key};\n"
+                     f"        ssl_protocols TLSv1.2 TLSv1.3;" if tls else "")
         config = f"""
 daemon off;
 worker_processes {workers};
@@ -210,7 +214,8 @@ http {{
     uwsgi_temp_path {self.dir}/tmp_uwsgi;
     scgi_temp_path {self.dir}/tmp_scgi;
     server {{
-        listen {host}:{self.port} backlog=4096;
+        listen {host}:{self.port} backlog=4096{' ssl' if tls else ''};
+        {tls_lines}
         root {self.root};
         location = {self.STATUS_PATH} {{ stub_status; access_log off; }}
     }}
@@ -239,7 +244,7 @@ http {{
     def url(self, path, host=None):
         h = host or self.listen
         h = f"[{h}]" if ":" in h else h
-        return f"http://{h}:{self.port}/{path.lstrip('/')}"
+        return f"{self.scheme}://{h}:{self.port}/{path.lstrip('/')}"
 
     def log_mark(self):
         """Where the access log ends now; pass to connections_since()."""
@@ -287,6 +292,55 @@ http {{
         difference holds exactly one extra of each: the second call's."""
         return {"accepts": after["accepts"] - before["accepts"] - 1,
                 "requests": after["requests"] - before["requests"] - 1}
+
+
+class TestPKI:
+    """Certificates for HTTPS benchmarks, made fresh in the work directory:
+    an origin CA and a certificate for the origin's names (IP addresses or
+    DNS names), and keepalive-proxy's own interception CA (--make-ca), with
+    a bundle of both for clients that go either way."""
+
+    def __init__(self, workdir, names, kp_binary):
+        openssl = require_program("openssl", "openssl")
+        d = workdir.join(f"pki-{id(self):x}")
+        os.makedirs(d)
+        self.origin_ca = os.path.join(d, "origin-ca.crt")
+        self.origin_cert = os.path.join(d, "origin.crt")
+        self.origin_key = os.path.join(d, "origin.key")
+        ca_key, csr, ext = (os.path.join(d, n) for n in ("origin-ca.key", "origin.csr", "ext"))
+        sans = ",".join((f"IP:{n}" if n.replace(".", "").isdigit() or ":" in n else f"DNS:{n}")
+                        for n in names)
+        with open(ext, "w") as f:
+            f.write(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        for argv in (
+                [openssl, "req", "-x509", *ec, "-keyout", ca_key, "-out", self.origin_ca,
+                 "-days", "7", "-subj", "/CN=kpbench origin CA",
+                 "-addext", "basicConstraints=critical,CA:TRUE",
+                 "-addext", "keyUsage=critical,keyCertSign"],
+                [openssl, "req", *ec, "-keyout", self.origin_key, "-out", csr,
+                 "-subj", f"/CN={names[0]}"],
+                [openssl, "x509", "-req", "-in", csr, "-CA", self.origin_ca, "-CAkey", ca_key,
+                 "-CAcreateserial", "-out", self.origin_cert, "-days", "7", "-extfile", ext]):
+            subprocess.run(argv, check=True, capture_output=True)
+        kp_dir = os.path.join(d, "kp-ca")
+        subprocess.run([kp_binary, "--make-ca", kp_dir]
+                       + [a for n in names for a in ("--intercept", n)],
+                       check=True, capture_output=True)
+        self.kp_ca = os.path.join(kp_dir, "ca.crt")
+        self.kp_key = os.path.join(kp_dir, "ca.key")
+        self.bundle = os.path.join(d, "bundle.crt")
+        with open(self.bundle, "w") as out:
+            for path in (self.origin_ca, self.kp_ca):
+                with open(path) as f:
+                    out.write(f.read())
+
+    def intercept_args(self, names):
+        """keepalive-proxy flags that intercept names, trusting the origin CA."""
+        args = ["--ca-cert", self.kp_ca, "--ca-key", self.kp_key, "--upstream-ca", self.origin_ca]
+        for n in names:
+            args += ["--intercept", n]
+        return args
 
 
 def write_file(path, size):

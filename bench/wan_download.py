@@ -20,17 +20,25 @@ Modes:
           head has arrived, in rounds likewise
   rtt     --count TCP connects to the origin; connect() takes one round trip
   stream  one plain GET over one connection, progress sampled as it arrives
+
+With --tls the origin speaks HTTPS: direct, or through the proxy by CONNECT
+(which a proxy tunnels, or keepalive-proxy may intercept), verified against
+--cafile and the origin's name or address, ALPN http/1.1, requests in
+origin form; no TLS session is kept from one connection to the next, as a
+downloader that starts afresh for every chunk keeps none either.
 """
 
 import argparse
 import json
 import socket
+import ssl
 import sys
 import threading
 import time
 
 RECV_BUFFER = 4 << 20
 IO_TIMEOUT = 60.0
+TLS = None   # an ssl.SSLContext with --tls
 
 
 class FetchError(Exception):
@@ -61,7 +69,34 @@ def parse_args():
     p.add_argument("--start-at", type=float, default=0.0, help="CLOCK_MONOTONIC seconds")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--sample", type=float, default=0.05, help="stream: seconds between samples")
+    p.add_argument("--tls", action="store_true", help="the origin speaks HTTPS")
+    p.add_argument("--cafile", help="with --tls: the CA certificates to trust")
     return p.parse_args()
+
+
+def tls_context(cafile):
+    ctx = ssl.create_default_context(cafile=cafile)
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def open_connection(host, port, proxy):
+    """A connection to the origin: TCP, or TCP and TLS, straight or by CONNECT."""
+    if not TLS:
+        return socket.create_connection(split_hostport(proxy) if proxy else (host, port),
+                                        timeout=IO_TIMEOUT)
+    authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if proxy:
+        sock = socket.create_connection(split_hostport(proxy), timeout=IO_TIMEOUT)
+        sock.sendall(f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n".encode())
+        head, extra = read_head(sock)
+        status, _headers = parse_head(head)
+        if status != 200 or extra:
+            sock.close()
+            raise FetchError(f"CONNECT answered {status}")
+    else:
+        sock = socket.create_connection((host, port), timeout=IO_TIMEOUT)
+    return TLS.wrap_socket(sock, server_hostname=host)
 
 
 def split_hostport(text):
@@ -105,18 +140,17 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
     asked for."""
     host, port = split_hostport(origin)
     authority = f"{host}:{port}"
-    target = f"http://{authority}{path}" if proxy else path
+    target = f"http://{authority}{path}" if proxy and not TLS else path
     lines = [f"GET {target} HTTP/1.1", f"Host: {authority}", "User-Agent: kp-wan-bench",
              "Accept: */*"]
     if first is not None:
         lines.append(f"Range: bytes={first}-{last}")
     request = ("\r\n".join(lines) + "\r\n\r\n").encode()
-    connect_to = split_hostport(proxy) if proxy else (host, port)
 
     t_start = time.monotonic()
     sock = keep.get("sock") if keep is not None else None
     if sock is None:
-        sock = socket.create_connection(connect_to, timeout=IO_TIMEOUT)
+        sock = open_connection(host, port, proxy)
     reusable = False
     try:
         t_connected = time.monotonic()
@@ -288,7 +322,10 @@ def mode_stream(args):
 
 
 def main():
+    global TLS
     args = parse_args()
+    if args.tls:
+        TLS = tls_context(args.cafile)
     try:
         out = {"chunks": mode_chunks, "rtt": mode_rtt, "stream": mode_stream}[args.mode](args)
     except (OSError, FetchError) as e:
