@@ -340,25 +340,38 @@ count_refusal(int status)
 	}
 }
 
-static void
-flush_local(struct client *c)
+/*
+ * Sends what c->out holds, a response the proxy made. True once all of it
+ * is out (the buffer is given back); false when the socket is full (the
+ * watchers wait for it) or the client is gone (closed).
+ */
+static bool
+send_out(struct client *c)
 {
 	while (c->out && buf_len(c->out)) {
 		ssize_t n = conn_send_two(&c->conn, buf_head(c->out), buf_len(c->out), NULL, 0);
 
 		if (n < 0) {
 			client_close(c);
-			return;
+			return false;
 		}
 		if (n == 0) {
 			sync_watchers(c);
-			return;
+			return false;
 		}
 		buf_consume(c->out, (size_t)n);
 		touch(c);
 	}
 	buf_put(c->out);
 	c->out = NULL;
+	return true;
+}
+
+static void
+flush_local(struct client *c)
+{
+	if (!send_out(c))
+		return;
 	if (!c->ex.client_keep_alive) {
 		linger_close(c);
 		return;
@@ -599,21 +612,8 @@ accept_step(struct client *c)
 static void
 intercept_flush(struct client *c)
 {
-	while (c->out && buf_len(c->out)) {
-		ssize_t n = conn_send_two(&c->conn, buf_head(c->out), buf_len(c->out), NULL, 0);
-
-		if (n < 0) {
-			client_close(c);
-			return;
-		}
-		if (n == 0) {
-			sync_watchers(c);
-			return;
-		}
-		buf_consume(c->out, (size_t)n);
-	}
-	buf_put(c->out);
-	c->out = NULL;
+	if (!send_out(c))
+		return;
 	tls_attach(&c->conn, c->handshake);
 	c->handshake = NULL;
 	accept_step(c);

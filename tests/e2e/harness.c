@@ -679,6 +679,55 @@ write_pattern_file(const char *path, uint64_t len)
 		fail_msg("cannot write %s: %s", path, strerror(errno));
 }
 
+void
+path_join(char *buf, size_t size, const char *dir, const char *name)
+{
+	int n = snprintf(buf, size, "%s/%s", dir, name);
+
+	if (n < 0 || (size_t)n >= size)
+		fail_msg("path too long: %s/%s", dir, name);
+}
+
+void
+write_text_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+		fail_msg("cannot write %s: %s", path, strerror(errno));
+}
+
+pid_t
+harness_start_nginx(const char *dir, const char *conf, const char *errlog, const char *out,
+                    void (*configure)(void *arg), void *arg, int *const ports[], size_t nports)
+{
+	const char *bin = require_program("nginx", "KP_NGINX");
+	const char *argv[] = {bin,    "-p", dir,
+	                      "-c",   conf, "-e",
+	                      errlog, "-g", "daemon off; master_process off;",
+	                      NULL};
+
+	harness_watch_log(errlog, "nginx error log");
+	harness_watch_log(out, "nginx output");
+	for (int attempt = 1; attempt <= 5; attempt++) {
+		pid_t pid;
+		size_t up = 0;
+
+		configure(arg);
+		pid = spawn_process(argv, out);
+		while (up < nports && wait_listening(pid, *ports[up], 5000))
+			up++;
+		if (up == nports)
+			return pid;
+		if (process_alive(pid))
+			fail_msg("nginx did not listen on 127.0.0.1:%d within 5 s", *ports[up]);
+		/* Exited: a port was probably taken meanwhile; try others. */
+		stop_process(pid, SIGTERM, 1000);
+	}
+	fail_msg("nginx failed to start 5 times; see its logs");
+	return -1;
+}
+
 /* ---- The proxy ---- */
 
 void

@@ -95,6 +95,21 @@ const char *require_program(const char *name, const char *env_override);
 char *read_file_all(const char *path, size_t *len);
 /* Writes len pattern bytes to path. */
 void write_pattern_file(const char *path, uint64_t len);
+/* dir/name into buf; fails the test if it does not fit. */
+void path_join(char *buf, size_t size, const char *dir, const char *name);
+/* Writes text to path; fails the test if it cannot. */
+void write_text_file(const char *path, const char *text);
+
+/*
+ * Starts a private nginx (KP_NGINX, else the one on PATH) in the
+ * foreground with its prefix in dir: configure(arg) picks the ports
+ * (free_port()) and writes conf, and the start counts once every *ports[i]
+ * listens. A port taken meanwhile makes it try again with others, five
+ * times at most. Its error log and output are shown when a test fails.
+ */
+pid_t harness_start_nginx(const char *dir, const char *conf, const char *errlog, const char *out,
+                          void (*configure)(void *arg), void *arg, int *const ports[],
+                          size_t nports);
 
 /* ---- The proxy under test ---- */
 

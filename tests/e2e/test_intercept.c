@@ -35,23 +35,6 @@ struct world {
 	char access_log[300];
 };
 
-static void
-path_in(char *buf, size_t size, const char *dir, const char *name)
-{
-	int n = snprintf(buf, size, "%s/%s", dir, name);
-
-	assert_true(n > 0 && (size_t)n < size);
-}
-
-static void
-write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-		fail_msg("cannot write %s: %s", path, strerror(errno));
-}
-
 /* Runs a helper program to completion; fails the test unless it exits 0. */
 static void
 run_ok(const char *const argv[], const struct world *w, const char *what)
@@ -59,7 +42,7 @@ run_ok(const char *const argv[], const struct world *w, const char *what)
 	char log[300];
 	int rc;
 
-	path_in(log, sizeof(log), w->dir, "helper.log");
+	path_join(log, sizeof(log), w->dir, "helper.log");
 	rc = run_process(argv, log, 30000);
 	if (rc != 0) {
 		char *text = read_file_all(log, NULL);
@@ -78,13 +61,13 @@ make_origin_certificates(const struct world *w)
 	const char *openssl = require_program("openssl", "KP_OPENSSL");
 	char key[300], csr[300], crt[300], cakey[300], ext[300], serial[300];
 
-	path_in(cakey, sizeof(cakey), w->dir, "origin-ca.key");
-	path_in(key, sizeof(key), w->dir, "origin.key");
-	path_in(csr, sizeof(csr), w->dir, "origin.csr");
-	path_in(crt, sizeof(crt), w->dir, "origin.crt");
-	path_in(ext, sizeof(ext), w->dir, "origin.ext");
-	path_in(serial, sizeof(serial), w->dir, "origin-ca.srl");
-	write_text(ext, "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n");
+	path_join(cakey, sizeof(cakey), w->dir, "origin-ca.key");
+	path_join(key, sizeof(key), w->dir, "origin.key");
+	path_join(csr, sizeof(csr), w->dir, "origin.csr");
+	path_join(crt, sizeof(crt), w->dir, "origin.crt");
+	path_join(ext, sizeof(ext), w->dir, "origin.ext");
+	path_join(serial, sizeof(serial), w->dir, "origin-ca.srl");
+	write_text_file(ext, "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n");
 	{
 		const char *argv[] = {openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
 		                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", cakey, "-out",
@@ -119,72 +102,74 @@ make_proxy_ca(struct world *w)
 	                      "127.0.0.4",         "--intercept", "127.0.0.5", NULL};
 	struct stat st;
 
-	path_in(dir, sizeof(dir), w->dir, "proxy-ca");
+	path_join(dir, sizeof(dir), w->dir, "proxy-ca");
 	run_ok(argv, w, "keepalive-proxy --make-ca");
-	path_in(w->proxy_ca, sizeof(w->proxy_ca), dir, "ca.crt");
-	path_in(w->proxy_key, sizeof(w->proxy_key), dir, "ca.key");
+	path_join(w->proxy_ca, sizeof(w->proxy_ca), dir, "ca.crt");
+	path_join(w->proxy_key, sizeof(w->proxy_key), dir, "ca.key");
 	assert_int_equal(stat(w->proxy_key, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+/* What configure() writes nginx's config with. */
+static struct {
+	const char *keepalive;
+	char conf[300], errlog[300];
+} nginx_setup;
+
+static void
+configure(void *arg)
+{
+	struct world *w = arg;
+	char crt[300], key[300], text[4096];
+
+	path_join(crt, sizeof(crt), w->dir, "origin.crt");
+	path_join(key, sizeof(key), w->dir, "origin.key");
+	w->port = free_port();
+	snprintf(text, sizeof(text),
+	         "pid %s/nginx.pid;\n"
+	         "error_log %s info;\n"
+	         "events { worker_connections 256; }\n"
+	         "http {\n"
+	         "    default_type application/octet-stream;\n"
+	         "    log_format kp '$connection $status \"$request\"';\n"
+	         "    access_log %s kp;\n"
+	         "    client_body_temp_path %s/tmp_body;\n"
+	         "    proxy_temp_path %s/tmp_proxy;\n"
+	         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
+	         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
+	         "    scgi_temp_path %s/tmp_scgi;\n"
+	         "    keepalive_timeout %s;\n"
+	         "    keepalive_requests 10000;\n"
+	         /* gzip: curl --compressed then gets a chunked answer (no length). */
+	         "    gzip on; gzip_proxied any; gzip_min_length 0;\n"
+	         "    gzip_types application/octet-stream;\n"
+	         "    server {\n"
+	         "        listen 127.0.0.1:%d ssl;\n"
+	         "        ssl_certificate %s;\n"
+	         "        ssl_certificate_key %s;\n"
+	         "        root %s/www;\n"
+	         "    }\n"
+	         "}\n",
+	         w->dir, nginx_setup.errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir,
+	         nginx_setup.keepalive, w->port, crt, key, w->dir);
+	write_text_file(nginx_setup.conf, text);
 }
 
 /* nginx on HTTPS; keepalive_timeout as given; gzip makes curl --compressed answers chunked. */
 static void
 nginx_start(struct world *w, const char *keepalive)
 {
-	const char *bin = require_program("nginx", "KP_NGINX");
-	char conf[300], errlog[300], out[300], crt[300], key[300], text[4096];
+	char out[300];
+	int *const ports[] = {&w->port};
 
-	path_in(conf, sizeof(conf), w->dir, "nginx.conf");
-	path_in(errlog, sizeof(errlog), w->dir, "error.log");
-	path_in(out, sizeof(out), w->dir, "nginx.out");
-	path_in(crt, sizeof(crt), w->dir, "origin.crt");
-	path_in(key, sizeof(key), w->dir, "origin.key");
-	path_in(w->access_log, sizeof(w->access_log), w->dir, "access.log");
-	harness_watch_log(errlog, "nginx error log");
+	nginx_setup.keepalive = keepalive;
+	path_join(nginx_setup.conf, sizeof(nginx_setup.conf), w->dir, "nginx.conf");
+	path_join(nginx_setup.errlog, sizeof(nginx_setup.errlog), w->dir, "error.log");
+	path_join(out, sizeof(out), w->dir, "nginx.out");
+	path_join(w->access_log, sizeof(w->access_log), w->dir, "access.log");
 	harness_watch_log(w->access_log, "nginx access log");
-	for (int attempt = 1; attempt <= 5; attempt++) {
-		const char *argv[] = {bin,    "-p", w->dir,
-		                      "-c",   conf, "-e",
-		                      errlog, "-g", "daemon off; master_process off;",
-		                      NULL};
-
-		w->port = free_port();
-		snprintf(text, sizeof(text),
-		         "pid %s/nginx.pid;\n"
-		         "error_log %s info;\n"
-		         "events { worker_connections 256; }\n"
-		         "http {\n"
-		         "    default_type application/octet-stream;\n"
-		         "    log_format kp '$connection $status \"$request\"';\n"
-		         "    access_log %s kp;\n"
-		         "    client_body_temp_path %s/tmp_body;\n"
-		         "    proxy_temp_path %s/tmp_proxy;\n"
-		         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
-		         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
-		         "    scgi_temp_path %s/tmp_scgi;\n"
-		         "    keepalive_timeout %s;\n"
-		         "    keepalive_requests 10000;\n"
-		         /* gzip: curl --compressed then gets a chunked answer (no length). */
-		         "    gzip on; gzip_proxied any; gzip_min_length 0;\n"
-		         "    gzip_types application/octet-stream;\n"
-		         "    server {\n"
-		         "        listen 127.0.0.1:%d ssl;\n"
-		         "        ssl_certificate %s;\n"
-		         "        ssl_certificate_key %s;\n"
-		         "        root %s/www;\n"
-		         "    }\n"
-		         "}\n",
-		         w->dir, errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir, keepalive,
-		         w->port, crt, key, w->dir);
-		write_text(conf, text);
-		w->nginx = spawn_process(argv, out);
-		if (wait_listening(w->nginx, w->port, 5000))
-			return;
-		if (process_alive(w->nginx))
-			fail_msg("nginx did not listen on 127.0.0.1:%d within 5 s", w->port);
-		stop_process(w->nginx, SIGTERM, 1000);
-	}
-	fail_msg("nginx failed to start 5 times; see its logs");
+	w->nginx = harness_start_nginx(w->dir, nginx_setup.conf, nginx_setup.errlog, out, configure,
+	                               w, ports, 1);
 }
 
 static void
@@ -209,12 +194,12 @@ world_make(struct world *w, const char *keepalive)
 
 	memset(w, 0, sizeof(*w));
 	snprintf(w->dir, sizeof(w->dir), "%s", harness_temp_dir());
-	path_in(w->origin_ca, sizeof(w->origin_ca), w->dir, "origin-ca.crt");
-	path_in(www, sizeof(www), w->dir, "www");
+	path_join(w->origin_ca, sizeof(w->origin_ca), w->dir, "origin-ca.crt");
+	path_join(www, sizeof(www), w->dir, "www");
 	assert_int_equal(mkdir(www, 0755), 0);
-	path_in(file, sizeof(file), www, "chunk.bin");
+	path_join(file, sizeof(file), www, "chunk.bin");
 	write_pattern_file(file, CHUNK_LEN);
-	path_in(file, sizeof(file), www, "big.bin");
+	path_join(file, sizeof(file), www, "big.bin");
 	write_pattern_file(file, BIG_LEN);
 	make_origin_certificates(w);
 	make_proxy_ca(w);
@@ -259,7 +244,7 @@ curl(const struct world *w, const char *url, const char *cacert, const char *bod
 	char *text;
 
 	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
-	path_in(log, sizeof(log), w->dir, "curl.out");
+	path_join(log, sizeof(log), w->dir, "curl.out");
 	unlink(log);
 	argv[n++] = bin;
 	argv[n++] = "-q";
@@ -355,6 +340,20 @@ origin_connections(const struct world *w, unsigned *lines)
 
 /* ---- scenarios ------------------------------------------------------------ */
 
+/*
+ * The usual beginning: nginx, the proxy intercepting (with more flags), the
+ * URL of path on host, and a file in the world to save the body to.
+ */
+static void
+begin(const char *keepalive, const char *const more[], const char *host, const char *path,
+      char url[256], char body[300])
+{
+	world_make(&the_world, keepalive);
+	proxy_start_intercepting(&the_world, more);
+	url_of(url, 256, &the_world, host, path);
+	path_join(body, 300, the_world.dir, "body.out");
+}
+
 static void
 ten_clients_share_one_origin_connection(void)
 {
@@ -362,10 +361,7 @@ ten_clients_share_one_origin_connection(void)
 	unsigned lines;
 	int status;
 
-	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, NULL);
-	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "chunk.out");
+	begin("60s", NULL, "localhost", "/chunk.bin", url, body);
 	for (int i = 0; i < CHUNKS; i++) {
 		assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 		assert_int_equal(status, 200);
@@ -384,10 +380,7 @@ big_body_arrives_whole(void)
 	char url[256], body[300];
 	int status;
 
-	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, NULL);
-	url_of(url, sizeof(url), &the_world, "localhost", "/big.bin");
-	path_in(body, sizeof(body), the_world.dir, "big.out");
+	begin("60s", NULL, "localhost", "/big.bin", url, body);
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
 	assert_pattern_file(body, BIG_LEN);
@@ -409,9 +402,9 @@ chunked_and_keep_alive_inside_one_client_connection(void)
 	world_make(&the_world, "60s");
 	proxy_start_intercepting(&the_world, NULL);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(out1, sizeof(out1), the_world.dir, "one.out");
-	path_in(out2, sizeof(out2), the_world.dir, "two.out");
-	path_in(log, sizeof(log), the_world.dir, "curl2.out");
+	path_join(out1, sizeof(out1), the_world.dir, "one.out");
+	path_join(out2, sizeof(out2), the_world.dir, "two.out");
+	path_join(log, sizeof(log), the_world.dir, "curl2.out");
 	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
 	{
 		const char *argv[] = {bin,     "-q",         "--silent", "--show-error",
@@ -431,6 +424,8 @@ chunked_and_keep_alive_inside_one_client_connection(void)
 		/* curl says so when it sends the second request on the same connection. */
 		assert_non_null(strstr(text, "Re-using existing connection"));
 		assert_non_null(strstr(text, "ransfer-Encoding: chunked"));
+		/* curl offered h2 as well; inside, only HTTP/1.1 is spoken. */
+		assert_non_null(strstr(text, "ALPN: server accepted http/1.1"));
 		free(text);
 	}
 	assert_int_equal(origin_connections(&the_world, &lines), 1);
@@ -457,7 +452,7 @@ unlisted_host_is_tunnelled_untouched(void)
 		proxy_start(&px, args);
 	}
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "tunnel.out");
+	path_join(body, sizeof(body), the_world.dir, "tunnel.out");
 	/* Trusting only the origin's CA succeeds: nobody but the origin spoke TLS. */
 	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
@@ -490,10 +485,7 @@ origin_name_mismatch_is_502(void)
 	const char *more[] = {"--intercept", "127.0.0.1", NULL};
 	int status;
 
-	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, more);
-	url_of(url, sizeof(url), &the_world, "127.0.0.1", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "mismatch.out");
+	begin("60s", more, "127.0.0.1", "/chunk.bin", url, body);
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 502);
 	assert_body_contains(body, "did not verify");
@@ -511,10 +503,7 @@ untrusted_origin_is_502(void)
 	unsigned lines;
 	int status;
 
-	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, more);
-	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "untrusted.out");
+	begin("60s", more, "localhost", "/chunk.bin", url, body);
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 502);
 	assert_body_contains(body, "did not verify");
@@ -534,10 +523,7 @@ client_refusing_our_certificate_gets_tunnels(void)
 	char url[256], body[300];
 	int status;
 
-	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, NULL);
-	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "pinned.out");
+	begin("60s", NULL, "localhost", "/chunk.bin", url, body);
 	assert_int_not_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
 	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
@@ -562,10 +548,7 @@ origin_closing_a_pooled_connection_is_transparent(void)
 	int status;
 	const char *line;
 
-	world_make(&the_world, "1s");
-	proxy_start_intercepting(&the_world, NULL);
-	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "stale.out");
+	begin("1s", NULL, "localhost", "/chunk.bin", url, body);
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
 	/* Stop the proxy so it cannot see the close before the next request arrives. */
@@ -599,7 +582,7 @@ leaf_cache_is_bounded(void)
 
 	world_make(&the_world, "60s");
 	proxy_start_intercepting(&the_world, more);
-	path_in(body, sizeof(body), the_world.dir, "leaf.out");
+	path_join(body, sizeof(body), the_world.dir, "leaf.out");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		url_of(url, sizeof(url), &the_world, names[i], "/");
 		/* The handshake succeeds with a minted leaf; the connect is then refused. */
@@ -625,12 +608,12 @@ credentials_are_checked_before_interception(void)
 	int status;
 
 	world_make(&the_world, "60s");
-	path_in(users, sizeof(users), the_world.dir, "users");
-	write_text(users, "alice:secret\n");
+	path_join(users, sizeof(users), the_world.dir, "users");
+	write_text_file(users, "alice:secret\n");
 	assert_int_equal(chmod(users, 0600), 0);
 	proxy_start_intercepting(&the_world, more);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
-	path_in(body, sizeof(body), the_world.dir, "auth.out");
+	path_join(body, sizeof(body), the_world.dir, "auth.out");
 	/* curl reports the proxy's 407 to the CONNECT and gives up. */
 	assert_int_not_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
@@ -656,7 +639,7 @@ ca_key_readable_by_others_stops_start(void)
 	make_proxy_ca(&the_world);
 	snprintf(port, sizeof(port), "%d", free_port());
 	assert_int_equal(chmod(the_world.proxy_key, 0644), 0);
-	path_in(log, sizeof(log), the_world.dir, "refused.log");
+	path_join(log, sizeof(log), the_world.dir, "refused.log");
 	assert_int_equal(run_process(argv, log, 10000), 1);
 	text = read_file_all(log, NULL);
 	assert_non_null(text);

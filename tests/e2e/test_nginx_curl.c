@@ -35,23 +35,6 @@ struct nginx {
 };
 
 static void
-path_in(char *buf, size_t size, const char *dir, const char *name)
-{
-	int n = snprintf(buf, size, "%s/%s", dir, name);
-
-	assert_true(n > 0 && (size_t)n < size);
-}
-
-static void
-write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-		fail_msg("cannot write %s: %s", path, strerror(errno));
-}
-
-static void
 write_config(const struct nginx *ng, const char *conf)
 {
 	char text[4096];
@@ -91,48 +74,39 @@ write_config(const struct nginx *ng, const char *conf)
 	         "}\n",
 	         ng->dir, ng->dir, ng->access_log, ng->dir, ng->dir, ng->dir, ng->dir, ng->dir,
 	         ng->port, ng->dir, ng->body_dir, ng->sink_port, ng->sink_port);
-	write_text(conf, text);
+	write_text_file(conf, text);
+}
+
+static char nginx_conf[300];
+
+static void
+configure(void *arg)
+{
+	struct nginx *ng = arg;
+
+	ng->port = free_port();
+	ng->sink_port = free_port();
+	write_config(ng, nginx_conf);
 }
 
 static void
 nginx_start(struct nginx *ng)
 {
-	const char *bin = require_program("nginx", "KP_NGINX");
-	char www[300], conf[300], errlog[300], out[300];
+	char www[300], errlog[300], out[300];
+	int *const ports[] = {&ng->port, &ng->sink_port};
 
 	memset(ng, 0, sizeof(*ng));
 	snprintf(ng->dir, sizeof(ng->dir), "%s", harness_temp_dir());
-	path_in(www, sizeof(www), ng->dir, "www");
-	path_in(conf, sizeof(conf), ng->dir, "nginx.conf");
-	path_in(errlog, sizeof(errlog), ng->dir, "error.log");
-	path_in(out, sizeof(out), ng->dir, "nginx.out");
-	path_in(ng->access_log, sizeof(ng->access_log), ng->dir, "access.log");
-	path_in(ng->body_dir, sizeof(ng->body_dir), ng->dir, "uploads");
+	path_join(www, sizeof(www), ng->dir, "www");
+	path_join(nginx_conf, sizeof(nginx_conf), ng->dir, "nginx.conf");
+	path_join(errlog, sizeof(errlog), ng->dir, "error.log");
+	path_join(out, sizeof(out), ng->dir, "nginx.out");
+	path_join(ng->access_log, sizeof(ng->access_log), ng->dir, "access.log");
+	path_join(ng->body_dir, sizeof(ng->body_dir), ng->dir, "uploads");
 	if (mkdir(www, 0755) != 0 || mkdir(ng->body_dir, 0755) != 0)
 		fail_msg("mkdir in %s: %s", ng->dir, strerror(errno));
-	harness_watch_log(errlog, "nginx error log");
-	harness_watch_log(out, "nginx output");
 	harness_watch_log(ng->access_log, "nginx access log");
-
-	for (int attempt = 1; attempt <= 5; attempt++) {
-		const char *argv[] = {bin,    "-p", ng->dir,
-		                      "-c",   conf, "-e",
-		                      errlog, "-g", "daemon off; master_process off;",
-		                      NULL};
-
-		ng->port = free_port();
-		ng->sink_port = free_port();
-		write_config(ng, conf);
-		ng->pid = spawn_process(argv, out);
-		if (wait_listening(ng->pid, ng->port, 5000) &&
-		    wait_listening(ng->pid, ng->sink_port, 2000))
-			return;
-		if (process_alive(ng->pid))
-			fail_msg("nginx did not listen on 127.0.0.1:%d within 5 s", ng->port);
-		/* Exited: a port was probably taken meanwhile; try others. */
-		stop_process(ng->pid, SIGTERM, 1000);
-	}
-	fail_msg("nginx failed to start 5 times; see its logs");
+	ng->pid = harness_start_nginx(ng->dir, nginx_conf, errlog, out, configure, ng, ports, 2);
 }
 
 static void
@@ -264,15 +238,15 @@ curl_downloads_through_one_upstream_connection(void)
 
 	require_program("curl", "KP_CURL"); /* before anything starts */
 	nginx_start(&ng);
-	path_in(www, sizeof(www), ng.dir, "www");
-	path_in(out, sizeof(out), ng.dir, "out");
-	path_in(log, sizeof(log), ng.dir, "curl.log");
+	path_join(www, sizeof(www), ng.dir, "www");
+	path_join(out, sizeof(out), ng.dir, "out");
+	path_join(log, sizeof(log), ng.dir, "curl.log");
 	assert_int_equal(mkdir(out, 0755), 0);
 	for (size_t i = 0; i < 3; i++) {
-		path_in(path, sizeof(path), www, files[i].name);
+		path_join(path, sizeof(path), www, files[i].name);
 		write_pattern_file(path, files[i].len);
 	}
-	path_in(path, sizeof(path), www, "upload.bin");
+	path_join(path, sizeof(path), www, "upload.bin");
 	write_pattern_file(path, UPLOAD_LEN);
 	proxy_start(&px, NULL);
 
@@ -372,7 +346,7 @@ curl_downloads_through_one_upstream_connection(void)
 		while ((e = readdir(d)) != NULL) {
 			if (e->d_name[0] == '.')
 				continue;
-			path_in(path, sizeof(path), ng.body_dir, e->d_name);
+			path_join(path, sizeof(path), ng.body_dir, e->d_name);
 			assert_file_pattern(path, 0, UPLOAD_LEN);
 			stored++;
 		}
