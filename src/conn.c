@@ -111,8 +111,12 @@ conn_watch(struct conn *c, bool readable, bool writable)
 	c->want_read = readable;
 	c->want_write = writable;
 	io_watch(c->loop, &c->rio, &c->wio, on_read, on_write);
-	/* Bytes the layer holds raise no readiness of their own. */
-	if (readable && c->ops->pending && c->ops->pending(c) > 0)
+	/*
+	 * Bytes the layer holds raise no readiness of their own. Once a read
+	 * found nothing (readable cleared), what the layer holds is an
+	 * incomplete record, and the socket will say when the rest comes.
+	 */
+	if (readable && c->readable && c->ops->pending && c->ops->pending(c) > 0)
 		ev_feed_event(c->loop, &c->rio, EV_READ);
 }
 

@@ -31,6 +31,8 @@
 #define LEAF_BACKDATE_SECONDS (24 * 3600)
 #define LEAF_LIFETIME_SECONDS (7 * 24 * 3600)
 #define CA_LIFETIME_DAYS 3650
+/* Read-ahead buffer toward origins: four full records per read(2). */
+#define ORIGIN_READ_BUFFER (4 * (16384 + 256))
 /* Upstream sessions kept for resumption, one per pool key (direct-mapped). */
 #define SESSION_SLOTS 256
 
@@ -432,6 +434,12 @@ make_contexts(struct tls *t, const struct kp_config *cfg, char *err, size_t errl
 	}
 	SSL_CTX_set_alpn_select_cb(t->toward_clients, alpn_select_cb, NULL);
 	SSL_CTX_set_verify(t->toward_origins, SSL_VERIFY_PEER, NULL);
+	/*
+	 * Bodies come from origins: reading several records per read(2) halves
+	 * the system calls per byte or better (one record is at most 16 KiB).
+	 */
+	SSL_CTX_set_read_ahead(t->toward_origins, 1);
+	SSL_CTX_set_default_read_buffer_len(t->toward_origins, ORIGIN_READ_BUFFER);
 	if (SSL_CTX_set_alpn_protos(t->toward_origins, alpn_http11, sizeof(alpn_http11) - 1) != 0) {
 		take_error(err, errlen, "cannot set ALPN");
 		return -1;
@@ -949,10 +957,20 @@ tls_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 	return (ssize_t)total;
 }
 
+/*
+ * Decrypted bytes not yet taken, or (with read-ahead) records read from
+ * the socket and not yet decrypted: either way no readiness will announce
+ * them. conn_watch() asks only while the end has not been read to EAGAIN,
+ * so a partial record that needs the socket again is not mistaken for data.
+ */
 static size_t
 tls_pending(const struct conn *c)
 {
-	return (size_t)SSL_pending(c->tls->ssl);
+	int n = SSL_pending(c->tls->ssl);
+
+	if (n > 0)
+		return (size_t)n;
+	return SSL_has_pending(c->tls->ssl) ? 1 : 0;
 }
 
 static bool

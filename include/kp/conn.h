@@ -38,8 +38,8 @@ struct conn_ops {
 	ssize_t (*sendv)(struct conn *c, const struct iovec *iov, int iovcnt);
 	/*
 	 * Bytes already read from the socket and waiting inside the layer (a
-	 * decrypted record only partly taken): no readiness event will come for
-	 * them. NULL: none ever.
+	 * decrypted record only partly taken, records read ahead): no
+	 * readiness event will come for them. NULL: none ever.
 	 */
 	size_t (*pending)(const struct conn *c);
 	/*
