@@ -1,8 +1,10 @@
 /*
  * libFuzzer target: the request path. One input is a client's bytes: the
  * head is parsed (in two feeds, split where the first input byte says, as a
- * socket would deliver it), the target parsed, the head rewritten for the
- * origin, and the rest framed as the request body, as the proxy does.
+ * socket would deliver it), the target parsed (an origin-form or https://
+ * target as inside an intercepted CONNECT to example.com:443), the head
+ * rewritten for the origin, and the rest framed as the request body, as
+ * the proxy does.
  * Crashes, leaks and sanitizer reports are the findings; the invariants
  * below are asserted too.
  */
@@ -10,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kp/framing.h"
 #include "kp/http.h"
@@ -34,6 +37,29 @@ frame_body(enum body_kind kind, uint64_t length, const char *p, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+}
+
+/* The CONNECT an intercepted client's requests are read inside. */
+static const struct http_target *
+intercepted_origin(void)
+{
+	static struct http_target origin;
+
+	if (!origin.port)
+		http_parse_authority("example.com:443", 15, &origin);
+	return &origin;
+}
+
+static int
+parse_target(const struct http_head *head, const char *base, struct http_target *target)
+{
+	const char *url = base + head->url.off;
+
+	if (head->url.len && (url[0] == '/' || url[0] == '*' ||
+	                      (head->url.len > 8 && strncasecmp(url, "https://", 8) == 0)))
+		return http_parse_inner_target(url, head->url.len, head, base, intercepted_origin(),
+		                               target);
+	return http_parse_target(url, head->url.len, target);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -68,7 +94,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		http_parse_authority(base + head.url.off, head.url.len, &target);
 		return 0;
 	}
-	if (http_parse_target(base + head.url.off, head.url.len, &target) != 0)
+	if (parse_target(&head, base, &target) != 0)
 		return 0;
 	n = http_write_request_head(out, sizeof(out), &head, base, &target,
 	                            http_wants_upgrade(&head));
