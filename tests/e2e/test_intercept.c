@@ -148,6 +148,10 @@ configure(void *arg)
 	         "        ssl_certificate %s;\n"
 	         "        ssl_certificate_key %s;\n"
 	         "        root %s/www;\n"
+	         /* A pooled connection that dies under its second request. */
+	         "        location /flaky/ {\n"
+	         "            if ($connection_requests = 2) { return 444; }\n"
+	         "        }\n"
 	         "    }\n"
 	         "}\n",
 	         w->dir, nginx_setup.errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir,
@@ -198,6 +202,10 @@ world_make(struct world *w, const char *keepalive)
 	path_join(www, sizeof(www), w->dir, "www");
 	assert_int_equal(mkdir(www, 0755), 0);
 	path_join(file, sizeof(file), www, "chunk.bin");
+	write_pattern_file(file, CHUNK_LEN);
+	path_join(file, sizeof(file), www, "flaky");
+	assert_int_equal(mkdir(file, 0755), 0);
+	path_join(file, sizeof(file), www, "flaky/chunk.bin");
 	write_pattern_file(file, CHUNK_LEN);
 	path_join(file, sizeof(file), www, "big.bin");
 	write_pattern_file(file, BIG_LEN);
@@ -567,6 +575,31 @@ origin_closing_a_pooled_connection_is_transparent(void)
 	proxy_stop(&px);
 }
 
+/*
+ * The origin closes a pooled TLS connection as the next request arrives on
+ * it (nginx's 444): the request goes again on a new connection, and the
+ * client never knows.
+ */
+static void
+request_on_a_dying_pooled_connection_is_retried(void)
+{
+	char url[256], body[300];
+	unsigned lines;
+	int status;
+
+	begin("60s", NULL, "localhost", "/flaky/chunk.bin", url, body);
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_int_equal(status, 200);
+	assert_pattern_file(body, CHUNK_LEN);
+	/* 200, the 444 that closed the pooled connection, 200 on a new one. */
+	assert_int_equal(origin_connections(&the_world, &lines), 2);
+	assert_int_equal(lines, 3);
+	assert_int_equal(stats_get(proxy_stats(&px), "retries"), 1);
+	proxy_stop(&px);
+}
+
 /* Leaves for many hosts: the cache keeps --leaf-cache of them. */
 static void
 leaf_cache_is_bounded(void)
@@ -659,6 +692,7 @@ main(void)
 		E2E_TEST(untrusted_origin_is_502),
 		E2E_TEST(client_refusing_our_certificate_gets_tunnels),
 		E2E_TEST(origin_closing_a_pooled_connection_is_transparent),
+		E2E_TEST(request_on_a_dying_pooled_connection_is_retried),
 		E2E_TEST(leaf_cache_is_bounded),
 		E2E_TEST(credentials_are_checked_before_interception),
 		E2E_TEST(ca_key_readable_by_others_stops_start),
