@@ -632,17 +632,15 @@ intercept(struct client *c)
 	const char *why = NULL;
 
 	buf_consume(c->in, c->head.head_len);
+	if (!(c->handshake = tls_accept(c->srv->tls, c->conn.fd, ex->target.host, &why))) {
+		reply_local(c, 502, why, false);
+		return;
+	}
 	if (!(c->origin = malloc(sizeof(*c->origin))) || !(c->out = buf_get())) {
 		client_close(c);
 		return;
 	}
 	*c->origin = ex->target;
-	if (!(c->handshake = tls_accept(c->srv->tls, c->conn.fd, ex->target.host, &why))) {
-		buf_put(c->out);
-		c->out = NULL;
-		reply_local(c, 502, why, false);
-		return;
-	}
 	kp_stats.intercepted++;
 	memcpy(buf_tail(c->out), established, sizeof(established) - 1);
 	c->out->end += sizeof(established) - 1;

@@ -658,6 +658,31 @@ credentials_are_checked_before_interception(void)
 	proxy_stop(&px);
 }
 
+/*
+ * A name the wildcard matches but no certificate may carry (a tilde is
+ * allowed in a URI's host, never in a DNS name): 502 at the CONNECT, and
+ * the proxy goes on serving.
+ */
+static void
+host_no_certificate_can_name_gets_502(void)
+{
+	const char *args[] = {"--intercept", "*.kp.invalid", "--ca-cert", the_world.proxy_ca,
+	                      "--ca-key", the_world.proxy_key, "--connect-ports", "*", NULL};
+	struct client c;
+	struct response r;
+
+	memset(&the_world, 0, sizeof(the_world));
+	snprintf(the_world.dir, sizeof(the_world.dir), "%s", harness_temp_dir());
+	make_proxy_ca(&the_world);
+	proxy_start(&px, args);
+	assert_int_equal(client_connect(&c, px.port, "a~b.kp.invalid:443", &r), 502);
+	response_free(&r);
+	client_close(&c);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
+	proxy_assert_alive(&px);
+	proxy_stop(&px);
+}
+
 static void
 ca_key_readable_by_others_stops_start(void)
 {
@@ -695,6 +720,7 @@ main(void)
 		E2E_TEST(request_on_a_dying_pooled_connection_is_retried),
 		E2E_TEST(leaf_cache_is_bounded),
 		E2E_TEST(credentials_are_checked_before_interception),
+		E2E_TEST(host_no_certificate_can_name_gets_502),
 		E2E_TEST(ca_key_readable_by_others_stops_start),
 	};
 
