@@ -143,13 +143,13 @@ config_usage(FILE *out)
 	      "                                  upstream TLS connections; needs --ca-cert/--ca-key\n"
 	      "      --ca-cert FILE              CA certificate that signs the intercepted hosts'\n"
 	      "                                  certificates (clients must trust it)\n"
-	      "      --ca-key FILE               its private key (must not be readable by others)\n"
+	      "      --ca-key FILE               its private key (readable by its owner only)\n"
 	      "      --make-ca DIR               write a new CA (ca.crt, ca.key) to DIR, limited to\n"
 	      "                                  the --intercept patterns given, and exit\n"
 	      "      --upstream-ca FILE          verify origins against FILE, not the system store\n"
 	      "      --leaf-cache N              minted certificates kept (default 256)\n"
 	      "  -v, --verbose                more logging; repeat for more\n"
-	      "  -V, --version                print the version and exit\n"
+	      "  -V, --version                print the version and the TLS library, and exit\n"
 	      "  -h, --help                   print this help and exit\n",
 	      out);
 }
@@ -579,7 +579,9 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 			cfg->verbosity++;
 			break;
 		case 'V':
-			fprintf(out, "keepalive-proxy %s\n", KP_VERSION);
+			/* Which package a router has: with TLS (--intercept) or without. */
+			fprintf(out, "keepalive-proxy %s\nTLS: %s\n", KP_VERSION,
+			        tls_built_in() ? tls_backend_name() : "none (built with -DKP_TLS=OFF)");
 			return CONFIG_EXIT_OK;
 		case 'h':
 			config_usage(out);
