@@ -600,6 +600,47 @@ request_on_a_dying_pooled_connection_is_retried(void)
 	proxy_stop(&px);
 }
 
+/*
+ * TLS 1.1 is refused toward the client (openssl s_client, allowed to offer
+ * it, gets a protocol_version alert); 1.2 is taken.
+ */
+static void
+tls_below_1_2_is_refused(void)
+{
+	const char *openssl = require_program("openssl", "KP_OPENSSL");
+	char url[256], body[300], proxy[64], target[64], log[300];
+	char *text;
+
+	begin("60s", NULL, "localhost", "/chunk.bin", url, body);
+	snprintf(proxy, sizeof(proxy), "127.0.0.1:%d", px.port);
+	snprintf(target, sizeof(target), "localhost:%d", the_world.port);
+	path_join(log, sizeof(log), the_world.dir, "s_client.out");
+	{
+		const char *argv[] = {openssl, "s_client", "-proxy", proxy, "-connect", target,
+		                      "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0", "-CAfile",
+		                      the_world.proxy_ca, NULL};
+
+		assert_int_not_equal(run_process(argv, log, 20000), 0);
+	}
+	text = read_file_all(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "alert protocol version"));
+	free(text);
+	unlink(log);
+	{
+		const char *argv[] = {openssl, "s_client", "-proxy", proxy, "-connect", target,
+		                      "-tls1_2", "-CAfile", the_world.proxy_ca,
+		                      "-verify_return_error", NULL};
+
+		assert_int_equal(run_process(argv, log, 20000), 0);
+	}
+	text = read_file_all(log, NULL);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "Protocol  : TLSv1.2"));
+	free(text);
+	proxy_stop(&px);
+}
+
 /* Leaves for many hosts: the cache keeps --leaf-cache of them. */
 static void
 leaf_cache_is_bounded(void)
@@ -718,6 +759,7 @@ main(void)
 		E2E_TEST(client_refusing_our_certificate_gets_tunnels),
 		E2E_TEST(origin_closing_a_pooled_connection_is_transparent),
 		E2E_TEST(request_on_a_dying_pooled_connection_is_retried),
+		E2E_TEST(tls_below_1_2_is_refused),
 		E2E_TEST(leaf_cache_is_bounded),
 		E2E_TEST(credentials_are_checked_before_interception),
 		E2E_TEST(host_no_certificate_can_name_gets_502),
