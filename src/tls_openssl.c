@@ -638,12 +638,18 @@ make_ca_cert(EVP_PKEY *key, const struct kp_config *cfg, char *err, size_t errle
 int
 tls_make_ca(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
 {
-	char key_path[4096], cert_path[4096], why[256];
+	char key_path[4096], cert_path[4096], why[256], patterns[KP_MAX_INTERCEPT * 300];
 	EVP_PKEY *key = NULL;
 	X509 *cert = NULL;
 	FILE *kf = NULL, *cf = NULL;
 	int fd = -1, rc = -1;
 
+	/* The command to run, with the patterns the CA was made for. */
+	for (unsigned i = 0, at = 0; i < cfg->nintercept && at < sizeof(patterns); i++)
+		at += (unsigned)snprintf(patterns + at, sizeof(patterns) - at, " --intercept '%s'",
+		                         cfg->intercept[i]);
+	if (!cfg->nintercept)
+		snprintf(patterns, sizeof(patterns), " --intercept HOST");
 	snprintf(key_path, sizeof(key_path), "%s/ca.key", dir);
 	snprintf(cert_path, sizeof(cert_path), "%s/ca.crt", dir);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -689,7 +695,7 @@ tls_make_ca(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
 	        "  %s  (private key, mode 0600: never copy or share it)\n"
 	        "%s"
 	        "Run the proxy with:\n"
-	        "  keepalive-proxy --intercept HOST --ca-cert %s --ca-key %s\n"
+	        "  keepalive-proxy%s --ca-cert %s --ca-key %s\n"
 	        "Trust the certificate in each client, e.g.:\n"
 	        "  curl --cacert %s ...        (or CURL_CA_BUNDLE=%s)\n"
 	        "  REQUESTS_CA_BUNDLE=%s python3 ...\n"
@@ -701,7 +707,8 @@ tls_make_ca(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
 	        cfg->nintercept ? "It can only vouch for the hosts given with --intercept.\n"
 	                        : "It is not name-constrained: give --intercept patterns with "
 	                          "--make-ca to limit what it can vouch for.\n",
-	        cert_path, key_path, cert_path, cert_path, cert_path, cert_path, cert_path, cert_path);
+	        patterns, cert_path, key_path, cert_path, cert_path, cert_path, cert_path, cert_path,
+	        cert_path);
 	rc = 0;
 out:
 	if (fd >= 0)
