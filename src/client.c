@@ -830,7 +830,9 @@ client_readable(struct client *c)
 		return;
 	}
 	if (c->state == CLIENT_INTERCEPTING) {
-		accept_step(c);
+		/* The ClientHello waits in the socket until the 200 is out and TLS is on. */
+		if (!c->out)
+			accept_step(c);
 		return;
 	}
 	if (client_fill(c) == MOVE_ERROR) {
