@@ -204,23 +204,17 @@ def run_worker(args, worker, results):
         delay = due - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        index = first_chunk + i
-        first = index * args.chunk_size
-        last = first + args.chunk_size - 1
-        record = {"worker": worker, "index": index, "due": due}
-        try:
-            record.update(get(args.origin, args.proxy, args.path, first, last, keep=keep))
-        except (OSError, FetchError) as e:
-            record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
-        results.append(record)
+        fetch_one(args, first_chunk + i, due, results, worker, keep=keep)
 
 
-def fetch_one(args, index, due, results, worker=0, on_head=None):
+def fetch_one(args, index, due, results, worker=0, on_head=None, keep=None):
+    """Range index, recorded in results with its timings or its error."""
     first = index * args.chunk_size
     last = first + args.chunk_size - 1
     record = {"worker": worker, "index": index, "due": due}
     try:
-        record.update(get(args.origin, args.proxy, args.path, first, last, on_head=on_head))
+        record.update(get(args.origin, args.proxy, args.path, first, last, on_head=on_head,
+                          keep=keep))
     except (OSError, FetchError) as e:
         record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
         if on_head:

@@ -85,12 +85,6 @@ tls_client_refused_certificate(const struct tls_session *s)
 }
 
 void
-tls_close_notify(struct tls_session *s)
-{
-	(void)s;
-}
-
-void
 tls_session_free(struct tls_session *s)
 {
 	(void)s;

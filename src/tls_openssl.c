@@ -113,6 +113,17 @@ hash_name(const char *s)
 	return h;
 }
 
+/* Bytes of the address host spells (4 or 16), or 0 for a name. */
+static int
+ip_literal(const char *host, unsigned char out[16])
+{
+	if (inet_pton(AF_INET, host, out) == 1)
+		return 4;
+	if (inet_pton(AF_INET6, host, out) == 1)
+		return 16;
+	return 0;
+}
+
 static bool
 name_fit_for_san(const char *host)
 {
@@ -138,15 +149,11 @@ static bool
 add_san(X509 *x, const char *host, bool *is_ip)
 {
 	unsigned char ip[16];
-	int iplen = 0;
+	int iplen = ip_literal(host, ip);
 	GENERAL_NAMES *names = GENERAL_NAMES_new();
 	GENERAL_NAME *name = GENERAL_NAME_new();
 	bool ok = false;
 
-	if (inet_pton(AF_INET, host, ip) == 1)
-		iplen = 4;
-	else if (inet_pton(AF_INET6, host, ip) == 1)
-		iplen = 16;
 	*is_ip = iplen > 0;
 	if (!names || !name)
 		goto out;
@@ -570,12 +577,13 @@ name_constraints(const struct kp_config *cfg, char *out, size_t len)
 		const char *p = cfg->intercept[i];
 		const char *sep = i ? "," : "";
 		unsigned char a[16];
+		int family_len = ip_literal(p, a);
 		int n;
 
-		if (inet_pton(AF_INET, p, a) == 1) {
+		if (family_len == 4) {
 			n = snprintf(out + at, len - at, "%spermitted;IP:%s/255.255.255.255", sep, p);
 			ip = true;
-		} else if (inet_pton(AF_INET6, p, a) == 1) {
+		} else if (family_len == 16) {
 			n = snprintf(out + at, len - at,
 			             "%spermitted;IP:%s/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", sep, p);
 			ip = true;
@@ -777,7 +785,7 @@ tls_connect(struct tls *t, int fd, const char *host, const char *session_key, co
 
 	if (!s)
 		return NULL;
-	is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+	is_ip = ip_literal(host, ip) > 0;
 	snprintf(s->session_key, sizeof(s->session_key), "%s", session_key);
 	/* RFC 6066 3: no IP literals in SNI. */
 	if ((!is_ip && SSL_set_tlsext_host_name(s->ssl, host) != 1) ||
@@ -865,8 +873,9 @@ tls_client_refused_certificate(const struct tls_session *s)
 	}
 }
 
-void
-tls_close_notify(struct tls_session *s)
+/* Sends close_notify if it fits without waiting; the fd stays open. */
+static void
+close_notify(struct tls_session *s)
 {
 	if (s && SSL_is_init_finished(s->ssl) && !(SSL_get_shutdown(s->ssl) & SSL_SENT_SHUTDOWN))
 		SSL_shutdown(s->ssl);
@@ -1000,7 +1009,7 @@ tls_idle_alive(struct conn *c)
 static void
 tls_end_writes(struct conn *c)
 {
-	tls_close_notify(c->tls);
+	close_notify(c->tls);
 }
 
 static void
@@ -1014,7 +1023,7 @@ tls_release(struct conn *c)
 	 * a cut-off response is told apart from a finished one.
 	 */
 	if (!c->tls->toward_client)
-		tls_close_notify(c->tls);
+		close_notify(c->tls);
 	tls_session_free(c->tls);
 	c->tls = NULL;
 }

@@ -73,8 +73,6 @@ const char *tls_failure(const struct tls_session *s);
  */
 bool tls_client_refused_certificate(const struct tls_session *s);
 
-/* Sends close_notify if it fits without waiting; the fd stays open. */
-void tls_close_notify(struct tls_session *s);
 /* Frees s (the fd is the caller's). NULL is allowed. */
 void tls_session_free(struct tls_session *s);
 

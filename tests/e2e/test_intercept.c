@@ -215,9 +215,12 @@ world_make(struct world *w, const char *keepalive)
 	harness_defer(nginx_stop, w);
 }
 
-/* The proxy, intercepting localhost and 127.0.0.1, trusting the origin's CA. */
+/*
+ * The proxy, intercepting localhost, with more flags; it verifies origins
+ * against the test's origin CA, or with !trust_origin_ca the system store.
+ */
 static void
-proxy_start_intercepting(const struct world *w, const char *const more[])
+proxy_start_intercepting(const struct world *w, bool trust_origin_ca, const char *const more[])
 {
 	char ports[16];
 	const char *args[32] = {"--intercept", "localhost", "--ca-cert", w->proxy_ca,
@@ -225,12 +228,11 @@ proxy_start_intercepting(const struct world *w, const char *const more[])
 	size_t n = 8;
 
 	snprintf(ports, sizeof(ports), "%d", w->port);
-	if (!more || !more[0] || strcmp(more[0], "--system-store") != 0) {
+	if (trust_origin_ca) {
 		args[n++] = "--upstream-ca";
 		args[n++] = w->origin_ca;
 	}
-	for (size_t i = more && more[0] && strcmp(more[0], "--system-store") == 0 ? 1 : 0;
-	     more && more[i]; i++)
+	for (size_t i = 0; more && more[i]; i++)
 		args[n++] = more[i];
 	args[n] = NULL;
 	proxy_start(&px, args);
@@ -357,7 +359,7 @@ begin(const char *keepalive, const char *const more[], const char *host, const c
       char url[256], char body[300])
 {
 	world_make(&the_world, keepalive);
-	proxy_start_intercepting(&the_world, more);
+	proxy_start_intercepting(&the_world, true, more);
 	url_of(url, 256, &the_world, host, path);
 	path_join(body, 300, the_world.dir, "body.out");
 }
@@ -408,7 +410,7 @@ chunked_and_keep_alive_inside_one_client_connection(void)
 	unsigned lines;
 
 	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, NULL);
+	proxy_start_intercepting(&the_world, true, NULL);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
 	path_join(out1, sizeof(out1), the_world.dir, "one.out");
 	path_join(out2, sizeof(out2), the_world.dir, "two.out");
@@ -507,11 +509,13 @@ static void
 untrusted_origin_is_502(void)
 {
 	char url[256], body[300];
-	const char *more[] = {"--system-store", NULL};
 	unsigned lines;
 	int status;
 
-	begin("60s", more, "localhost", "/chunk.bin", url, body);
+	world_make(&the_world, "60s");
+	proxy_start_intercepting(&the_world, false, NULL);
+	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
+	path_join(body, sizeof(body), the_world.dir, "body.out");
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 502);
 	assert_body_contains(body, "did not verify");
@@ -655,7 +659,7 @@ leaf_cache_is_bounded(void)
 	int status;
 
 	world_make(&the_world, "60s");
-	proxy_start_intercepting(&the_world, more);
+	proxy_start_intercepting(&the_world, true, more);
 	path_join(body, sizeof(body), the_world.dir, "leaf.out");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		url_of(url, sizeof(url), &the_world, names[i], "/");
@@ -685,7 +689,7 @@ credentials_are_checked_before_interception(void)
 	path_join(users, sizeof(users), the_world.dir, "users");
 	write_text_file(users, "alice:secret\n");
 	assert_int_equal(chmod(users, 0600), 0);
-	proxy_start_intercepting(&the_world, more);
+	proxy_start_intercepting(&the_world, true, more);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
 	path_join(body, sizeof(body), the_world.dir, "auth.out");
 	/* curl reports the proxy's 407 to the CONNECT and gives up. */

@@ -134,21 +134,29 @@ sigterm_lets_responses_finish(void)
 		fail_msg("the daemon took %.2f s to exit after its last response", took);
 }
 
+/* The proxy with args, one request in flight that the origin never answers, then SIGTERM. */
+static void
+stop_with_a_silent_request(const char *const args[], struct client *c)
+{
+	struct origin *og = origin_start(handle, NULL);
+	char url[128];
+
+	proxy_start(&px, args);
+	client_open(c, px.port);
+	client_sendf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
+	             origin_url(og, "/silent", url, sizeof(url)));
+	assert_true(origin_wait_requests(og, 1, 3000));
+	kill(px.pid, SIGTERM);
+}
+
 /* A second signal does not wait for the grace period. */
 static void
 second_signal_stops_at_once(void)
 {
-	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	char url[128];
 	double took;
 
-	proxy_start(&px, NULL);
-	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-	             origin_url(og, "/silent", url, sizeof(url)));
-	assert_true(origin_wait_requests(og, 1, 3000));
-	kill(px.pid, SIGTERM);
+	stop_with_a_silent_request(NULL, &c);
 	sleep_ms(200);
 	proxy_assert_alive(&px);   /* waiting for the response, up to --grace 10 */
 	took = proxy_stop_with(&px, SIGINT);
@@ -162,17 +170,10 @@ static void
 grace_period_ends(void)
 {
 	static const char *const args[] = {"--grace", "1", NULL};
-	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	char url[128];
 	double took;
 
-	proxy_start(&px, args);
-	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-	             origin_url(og, "/silent", url, sizeof(url)));
-	assert_true(origin_wait_requests(og, 1, 3000));
-	kill(px.pid, SIGTERM);
+	stop_with_a_silent_request(args, &c);
 	took = proxy_wait_exit(&px, 4000);
 	if (took < 0.8 || took > 2.5)
 		fail_msg("exit %.2f s after SIGTERM with --grace 1", took);
