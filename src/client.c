@@ -8,13 +8,13 @@
 
 #include "kp/access_log.h"
 #include "kp/cidr.h"
+#include "kp/config.h"
 #include "kp/evglue.h"
+#include "kp/intercept.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/policy.h"
-#include "kp/server.h"
 #include "kp/stats.h"
-#include "kp/intercept.h"
 #include "kp/tls.h"
 
 /*
@@ -24,6 +24,12 @@
  */
 #define LINGER_SECONDS 2.0
 
+/* An intercepted CONNECT's: where every request inside goes. */
+struct intercepted {
+	struct http_target origin;   /* the CONNECT's host and port */
+	char key[288];               /* the dispatch key of every request inside, made once */
+};
+
 static void process_input(struct client *c);
 static void reply_local(struct client *c, int status, const char *why, bool keep_alive);
 static void linger_close(struct client *c);
@@ -31,27 +37,22 @@ static void sync_watchers(struct client *c);
 
 /* ---- state, timer, watchers ----------------------------------------------- */
 
+/* The client's own deadline in each state; 0: none (the exchange keeps its own). */
 static double
 state_timeout(const struct client *c)
 {
-	const struct kp_config *cfg = c->srv->cfg;
+	const struct kp_config *cfg = c->env->cfg;
 
 	switch (c->state) {
 	case CLIENT_READING_HEAD:
 		return cfg->client_idle_timeout;
-	case CLIENT_FORWARDING:
-		if (exchange_waiting(&c->ex))
-			return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout
-			                                                  : cfg->response_timeout;
-		if (exchange_awaits_response(&c->ex))
-			return cfg->response_timeout;
-		return cfg->io_timeout;
 	case CLIENT_SENDING_LOCAL:
 		return cfg->io_timeout;
 	case CLIENT_INTERCEPTING:
 		return cfg->header_timeout;
+	case CLIENT_FORWARDING:
 	case CLIENT_TUNNEL:
-		return cfg->tunnel_timeout;
+		return 0;
 	case CLIENT_LINGERING:
 	case CLIENT_CLOSED:
 		break;
@@ -62,7 +63,7 @@ state_timeout(const struct client *c)
 static void
 touch(struct client *c)
 {
-	c->last_activity = ev_now(c->srv->loop);
+	c->last_activity = ev_now(c->env->loop);
 }
 
 /*
@@ -76,8 +77,8 @@ deadline(const struct client *c)
 	ev_tstamp at = c->last_activity + state_timeout(c);
 
 	if (c->state == CLIENT_READING_HEAD && c->head_started > 0 &&
-	    c->head_started + c->srv->cfg->header_timeout < at)
-		at = c->head_started + c->srv->cfg->header_timeout;
+	    c->head_started + c->env->cfg->header_timeout < at)
+		at = c->head_started + c->env->cfg->header_timeout;
 	return at;
 }
 
@@ -89,11 +90,11 @@ head_begins(struct client *c)
 
 	if (c->head_started > 0)
 		return;
-	c->head_started = ev_now(c->srv->loop);
+	c->head_started = ev_now(c->env->loop);
 	left = deadline(c) - c->head_started;
 	if (left < c->timer.repeat || !ev_is_active(&c->timer)) {
 		c->timer.repeat = left > 0 ? left : 0.001;
-		ev_timer_again(c->srv->loop, &c->timer);
+		ev_timer_again(c->env->loop, &c->timer);
 	}
 }
 
@@ -103,7 +104,10 @@ rearm(struct client *c)
 {
 	touch(c);
 	c->timer.repeat = state_timeout(c);
-	ev_timer_again(c->srv->loop, &c->timer);
+	if (c->timer.repeat > 0)
+		ev_timer_again(c->env->loop, &c->timer);
+	else
+		ev_timer_stop(c->env->loop, &c->timer);
 }
 
 static const char *const state_names[] = {
@@ -174,44 +178,47 @@ sync_watchers(struct client *c)
 void
 client_close(struct client *c)
 {
-	struct server *srv = c->srv;
+	struct client_list *list = c->list;
 
 	if (c->state == CLIENT_CLOSED)
 		return;
 	exchange_release(&c->ex);
-	ev_timer_stop(srv->loop, &c->timer);
+	ev_timer_stop(c->env->loop, &c->timer);
 	conn_close(&c->conn);
 	buf_put(c->in);
 	buf_put(c->out);
 	c->in = c->out = NULL;
 	tls_session_free(c->handshake);
 	c->handshake = NULL;
-	free(c->origin);
-	c->origin = NULL;
+	free(c->intercepted);
+	c->intercepted = NULL;
 	set_state(c, CLIENT_CLOSED);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		srv->clients = c->next;
+		list->live = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	srv->nclients--;
+	list->count--;
 	kp_stats.clients_active--;
 	/* Freed at the end of the iteration: callers up the stack still hold c. */
-	c->dead_next = srv->dead_clients;
-	srv->dead_clients = c;
-	server_client_closed(srv);
+	c->dead_next = list->dead;
+	list->dead = c;
 }
 
-void
-client_reap(struct server *srv)
+unsigned
+client_reap(struct client_list *list)
 {
-	while (srv->dead_clients) {
-		struct client *c = srv->dead_clients;
+	unsigned n = 0;
 
-		srv->dead_clients = c->dead_next;
+	while (list->dead) {
+		struct client *c = list->dead;
+
+		list->dead = c->dead_next;
 		free(c);
+		n++;
 	}
+	return n;
 }
 
 /* The access log line of the request in flight, once. */
@@ -221,7 +228,7 @@ log_request(struct client *c, int status, uint64_t bytes, const char *upstream)
 	struct exchange *ex = &c->ex;
 	struct access_entry e;
 
-	if (!c->srv->cfg->access_log || ex->logged || ex->started == 0)
+	if (!c->env->cfg->access_log || ex->logged || ex->started == 0)
 		return;
 	ex->logged = true;
 	e.client = &c->peer.sa;
@@ -230,7 +237,7 @@ log_request(struct client *c, int status, uint64_t bytes, const char *upstream)
 	e.target_len = ex->url_len;
 	e.status = status;
 	e.bytes = bytes;
-	e.seconds = ev_now(c->srv->loop) - ex->started;
+	e.seconds = ev_now(c->env->loop) - ex->started;
 	e.upstream = upstream;
 	access_log_write(&e);
 }
@@ -298,7 +305,7 @@ static void
 next_request(struct client *c)
 {
 	/* Stopping: no further request, but the one answered went out whole. */
-	if (c->srv->draining) {
+	if (c->env->draining) {
 		linger_close(c);
 		return;
 	}
@@ -430,17 +437,6 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 /* ---- what the exchange tells the client ----------------------------------- */
 
 static void
-ex_progress(struct exchange *ex, bool new_wait)
-{
-	struct client *c = container_of(ex, struct client, ex);
-
-	if (new_wait)
-		rearm(c);
-	else
-		touch(c);
-}
-
-static void
 ex_reply(struct exchange *ex, int status, const char *why, bool keep_alive)
 {
 	reply_local(container_of(ex, struct client, ex), status, why, keep_alive);
@@ -477,7 +473,6 @@ ex_wait(struct exchange *ex)
 }
 
 static const struct exchange_ops client_exchange_ops = {
-	.progress = ex_progress,
 	.reply = ex_reply,
 	.abort = ex_abort,
 	.finished = ex_finished,
@@ -539,14 +534,14 @@ answer_as_final_recipient(struct client *c)
 static bool
 should_intercept(struct client *c)
 {
-	const struct kp_config *cfg = c->srv->cfg;
+	const struct kp_config *cfg = c->env->cfg;
 	struct exchange *ex = &c->ex;
 
-	if (!c->srv->tls || !intercept_patterns_match(cfg->intercept, cfg->nintercept,
+	if (!c->env->tls || !intercept_patterns_match(cfg->intercept, cfg->nintercept,
 	                                              ex->target.host))
 		return false;
-	if (intercept_memory_has(c->srv->refusals, &c->peer.sa, ex->target.key,
-	                         ev_now(c->srv->loop))) {
+	if (intercept_memory_has(c->env->refusals, &c->peer.sa, ex->target.key,
+	                         ev_now(c->env->loop))) {
 		kp_stats.intercept_skipped++;
 		return false;
 	}
@@ -565,13 +560,13 @@ note_refusal(struct client *c)
 	char peer[64];
 
 	kp_stats.intercept_refused++;
-	if (!intercept_memory_add(c->srv->refusals, &c->peer.sa, c->origin->key,
-	                          ev_now(c->srv->loop)))
+	if (!intercept_memory_add(c->env->refusals, &c->peer.sa, c->intercepted->origin.key,
+	                          ev_now(c->env->loop)))
 		return;
 	log_info("client %s refused the certificate made for %s (%s): the app pins its "
 	         "certificates or does not trust the CA; tunnelling %s for it from now on",
-	         net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->origin->key,
-	         tls_failure(c->conn.tls), c->origin->key);
+	         net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->intercepted->origin.key,
+	         tls_failure(c->conn.tls), c->intercepted->origin.key);
 }
 
 /* Drives our handshake with the client; done, it reads requests like any client. */
@@ -580,9 +575,10 @@ accept_step(struct client *c)
 {
 	switch (tls_handshake(c->conn.tls)) {
 	case TLS_STEP_DONE:
-		log_debug("client fd %d: TLS as %s established", c->conn.fd, c->origin->key);
+		log_debug("client fd %d: TLS as %s established", c->conn.fd,
+		          c->intercepted->origin.key);
 		/* Stopping: no request has started here, so there is nothing to finish. */
-		if (c->srv->draining) {
+		if (c->env->draining) {
 			client_close(c);
 			return;
 		}
@@ -601,7 +597,7 @@ accept_step(struct client *c)
 		if (tls_client_refused_certificate(c->conn.tls))
 			note_refusal(c);
 		else
-			log_debug("client fd %d: %s: %s", c->conn.fd, c->origin->key,
+			log_debug("client fd %d: %s: %s", c->conn.fd, c->intercepted->origin.key,
 			          tls_failure(c->conn.tls));
 		client_close(c);
 		return;
@@ -632,15 +628,20 @@ intercept(struct client *c)
 	const char *why = NULL;
 
 	buf_consume(c->in, c->head.head_len);
-	if (!(c->handshake = tls_accept(c->srv->tls, c->conn.fd, ex->target.host, &why))) {
+	if (!(c->handshake = tls_accept(c->env->tls, c->conn.fd, ex->target.host, &why))) {
 		reply_local(c, 502, why, false);
 		return;
 	}
-	if (!(c->origin = malloc(sizeof(*c->origin))) || !(c->out = buf_get())) {
+	if (!(c->intercepted = malloc(sizeof(*c->intercepted))) || !(c->out = buf_get())) {
 		client_close(c);
 		return;
 	}
-	*c->origin = ex->target;
+	c->intercepted->origin = ex->target;
+	/* Every request inside goes to this origin: its pool key is made once. */
+	snprintf(c->intercepted->key, sizeof(c->intercepted->key), "https://%s%s", ex->target.key,
+	         ex->restricted ? " (lan)" : "");
+	ex->https = true;
+	ex->fixed_key = c->intercepted->key;
 	kp_stats.intercepted++;
 	memcpy(buf_tail(c->out), established, sizeof(established) - 1);
 	c->out->end += sizeof(established) - 1;
@@ -664,17 +665,17 @@ admit_request(struct client *c)
 
 	kp_stats.requests++;
 	exchange_open(ex, h);
-	if (c->srv->cfg->access_log) {
+	if (c->env->cfg->access_log) {
 		/* The head's bytes are gone by the time the line is written. */
-		int n = c->origin ? snprintf(ex->url, sizeof(ex->url), "https://%s", c->origin->key)
-		                  : 0;
+		int n = c->intercepted ? snprintf(ex->url, sizeof(ex->url), "https://%s",
+		                                  c->intercepted->origin.key)
+		                       : 0;
 		size_t room = sizeof(ex->url) - (size_t)n;
 		size_t len = h->url.len < room ? h->url.len : room;
 
 		memcpy(ex->url + n, base + h->url.off, len);
 		ex->url_len = (uint16_t)(n + (int)len);
 	}
-	ex->restricted = !cidr_is_loopback(&c->peer.sa);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->conn.fd,
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);
@@ -682,15 +683,14 @@ admit_request(struct client *c)
 		refuse(c, 505, "only HTTP/1.x is spoken here", false);
 		return;
 	}
-	if (c->origin) {
+	if (c->intercepted) {
 		/* Inside an intercepted CONNECT: the origin is the one the tunnel was asked for. */
-		ex->https = true;
 		if (ex->connect) {
 			refuse(c, 400, "CONNECT inside an intercepted connection", false);
 			return;
 		}
-		if (http_parse_inner_target(base + h->url.off, h->url.len, h, base, c->origin,
-		                            &ex->target)) {
+		if (http_parse_inner_target(base + h->url.off, h->url.len, h, base,
+		                            &c->intercepted->origin, &ex->target)) {
 			refuse(c, 400, "a request here must name a path on the intercepted host", true);
 			return;
 		}
@@ -715,8 +715,8 @@ admit_request(struct client *c)
 	pr.target = &ex->target;
 	pr.client = &c->peer.sa;
 	/* Inside an intercepted CONNECT the client authenticated with the CONNECT. */
-	pr.auth = c->origin ? NULL : c->srv->auth;
-	verdict = policy_check(c->srv->cfg, &pr);
+	pr.auth = c->intercepted ? NULL : c->env->auth;
+	verdict = policy_check(c->env->cfg, &pr);
 	if (verdict.status) {
 		refuse(c, verdict.status, verdict.why, !ex->connect && !verdict.close);
 		return;
@@ -731,13 +731,11 @@ admit_request(struct client *c)
 	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */
 	set_state(c, CLIENT_FORWARDING);
-	status = exchange_forward(ex, h, &why);
+	status = exchange_forward(ex, h, NULL, &why);
 	if (status)
 		refuse(c, status, why, false);
-	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex)) {
-		rearm(c);   /* the wait for a connection has a deadline of its own */
+	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))
 		sync_watchers(c);
-	}
 }
 
 static int
@@ -902,19 +900,8 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			client_close(c);
 		break;
 	case CLIENT_FORWARDING:
-		if (exchange_waiting(&c->ex)) {
-			exchange_wait_timed_out(&c->ex);
-		} else if (c->ex.resp == RESP_HEAD && c->ex.resp_received == 0) {
-			reply_local(c, 504, "the origin did not answer in time", false);
-		} else {
-			kp_stats.errors[KP_ERR_TIMEOUT]++;
-			abort_client(c, "no progress before the I/O timeout");
-		}
-		break;
 	case CLIENT_TUNNEL:
-		kp_stats.errors[KP_ERR_TIMEOUT]++;
-		abort_client(c, "tunnel idle past --tunnel-timeout");
-		break;
+		break;   /* the exchange keeps these deadlines */
 	case CLIENT_INTERCEPTING:
 	case CLIENT_SENDING_LOCAL:
 	case CLIENT_LINGERING:
@@ -925,7 +912,8 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 struct client *
-client_new(struct server *srv, int fd, const union dns_addr *peer)
+client_new(const struct proxy_env *env, struct client_list *list, int fd,
+           const union dns_addr *peer)
 {
 	struct client *c = calloc(1, sizeof(*c));
 
@@ -933,19 +921,22 @@ client_new(struct server *srv, int fd, const union dns_addr *peer)
 		close(fd);
 		return NULL;
 	}
-	c->srv = srv;
+	c->env = env;
+	c->list = list;
 	c->peer = *peer;
-	conn_init(&c->conn, srv->loop, fd, &conn_tcp_ops, client_io);
+	conn_init(&c->conn, env->loop, fd, &conn_tcp_ops, client_io);
 	ev_init(&c->timer, timer_cb);
-	http_parser_init(&c->parser, HTTP_REQUEST, srv->cfg->max_header_bytes,
-	                 srv->cfg->max_url_bytes);
+	http_parser_init(&c->parser, HTTP_REQUEST, env->cfg->max_header_bytes,
+	                 env->cfg->max_url_bytes);
 	http_parser_start(&c->parser, &c->head);
-	exchange_init(&c->ex, srv, &c->conn, &c->in, &c->out, &client_exchange_ops);
-	c->next = srv->clients;
-	if (srv->clients)
-		srv->clients->prev = c;
-	srv->clients = c;
-	srv->nclients++;
+	exchange_init(&c->ex, env, &c->conn, &c->in, &c->out, &client_exchange_ops, false);
+	/* Once per client: its requests never share connections with local ones. */
+	c->ex.restricted = !cidr_is_loopback(&c->peer.sa);
+	c->next = list->live;
+	if (list->live)
+		list->live->prev = c;
+	list->live = c;
+	list->count++;
 	kp_stats.clients_accepted++;
 	kp_stats.clients_active++;
 	c->state = CLIENT_READING_HEAD;

@@ -105,8 +105,16 @@ conn_set_fd(struct conn *c, int fd)
 void
 conn_watch(struct conn *c, bool readable, bool writable)
 {
-	bool on_read = (readable && c->read_on == EV_READ) || (writable && c->write_on == EV_READ);
-	bool on_write = (writable && c->write_on == EV_WRITE) || (readable && c->read_on == EV_WRITE);
+	bool on_read, on_write;
+
+	if (c->ops->watch) {
+		c->want_read = readable;
+		c->want_write = writable;
+		c->ops->watch(c, readable, writable);
+		return;
+	}
+	on_read = (readable && c->read_on == EV_READ) || (writable && c->write_on == EV_READ);
+	on_write = (writable && c->write_on == EV_WRITE) || (readable && c->read_on == EV_WRITE);
 
 	c->want_read = readable;
 	c->want_write = writable;
@@ -124,6 +132,9 @@ void
 conn_close(struct conn *c)
 {
 	conn_watch(c, false, false);
+	/* An event fed for it (a memory end's) must not reach a closed end. */
+	ev_clear_pending(c->loop, &c->rio);
+	ev_clear_pending(c->loop, &c->wio);
 	if (c->ops->release)
 		c->ops->release(c);
 	net_close(&c->fd);
@@ -134,23 +145,21 @@ conn_shutdown_write(struct conn *c)
 {
 	if (c->ops->end_writes)
 		c->ops->end_writes(c);
-	return shutdown(c->fd, SHUT_WR);
+	return c->fd >= 0 ? shutdown(c->fd, SHUT_WR) : 0;
 }
 
 enum move_status
-conn_fill(struct conn *c, struct buf *b, size_t *got)
+conn_read(struct conn *c, void *p, size_t len, size_t *got)
 {
 	ssize_t n;
 
+	*got = 0;
 	if (c->eof)
-		return MOVE_EOF;
-	if (buf_room(b) == 0)
-		buf_compact(b);
-	if (buf_room(b) == 0)
+		return c->reset ? MOVE_ERROR : MOVE_EOF;
+	if (len == 0)
 		return MOVE_FULL;
-	n = c->ops->recv(c, buf_tail(b), buf_room(b));
+	n = c->ops->recv(c, p, len);
 	if (n > 0) {
-		b->end += (size_t)n;
 		*got = (size_t)n;
 		return MOVE_OK;
 	}
@@ -164,6 +173,22 @@ conn_fill(struct conn *c, struct buf *b, size_t *got)
 	}
 	c->eof = c->reset = true;
 	return MOVE_ERROR;
+}
+
+enum move_status
+conn_fill(struct conn *c, struct buf *b, size_t *got)
+{
+	enum move_status r;
+
+	*got = 0;
+	if (c->eof)
+		return c->reset ? MOVE_ERROR : MOVE_EOF;
+	if (buf_room(b) == 0)
+		buf_compact(b);
+	r = conn_read(c, buf_tail(b), buf_room(b), got);
+	if (r == MOVE_OK)
+		b->end += *got;
+	return r;
 }
 
 ssize_t

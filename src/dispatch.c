@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp/buf.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
-#include "kp/server.h"
+#include "kp/pool.h"
 #include "kp/stats.h"
-#include "kp/upstream.h"
 
 /*
  * Everything dispatch knows about one host:port. It lives while the host
@@ -17,10 +17,13 @@
 struct dispatch_host {
 	struct table_node node;          /* in d->hosts, keyed by key */
 	struct dispatch *d;
-	struct upstream_waiter *oldest, *newest;   /* the queue */
+	struct dispatch_waiter *oldest, *newest;   /* the queue */
 	unsigned queued;
+	struct dispatch_waiter *bg_oldest, *bg_newest;   /* the background queue */
+	unsigned bg_queued;
 	unsigned open;                   /* counted connections: connecting, busy or idle */
 	unsigned racing;                 /* unbound connects in flight (race mode) */
+	unsigned background_busy;        /* connections carrying a background request */
 	struct dispatch_host *check_next;
 	bool to_check;                   /* on d->to_check */
 	uint16_t port;
@@ -29,11 +32,34 @@ struct dispatch_host {
 	char name[256];
 };
 
+/* One connection and dispatch's bookkeeping around it. */
+struct dispatch_conn {
+	struct upstream up;              /* the connection; up.src is what an exchange reads */
+	struct dispatch *d;
+	struct dispatch_host *host;      /* counted against this host's cap; NULL: not counted */
+	struct dispatch_waiter *trigger; /* connecting: whose arrival started it */
+	bool bound;                      /* the connect belongs to trigger alone (fresh, tunnel) */
+	bool racing;                     /* counted in host->racing */
+	bool background;                 /* carrying a background request: counted in host->background_busy */
+	struct pool_entry idle;          /* pool membership and idle expiry */
+	struct dispatch_conn *prev, *next;   /* d->live */
+	struct dispatch_conn *dead_next;     /* d->dead */
+};
+
 const char *const dispatch_source_names[3] = {
 	[DISPATCH_FROM_POOL] = "pooled",
 	[DISPATCH_FROM_CONNECT] = "new",
 	[DISPATCH_FROM_FREED] = "freed-up",
 };
+
+static const struct source_ops conn_source_ops;
+static const struct upstream_ops conn_upstream_ops;
+
+static struct dispatch_conn *
+conn_of(struct upstream *up)
+{
+	return container_of(up, struct dispatch_conn, up);
+}
 
 static struct dispatch_host *
 host_get(struct dispatch *d, const struct dispatch_target *t)
@@ -61,55 +87,70 @@ schedule_check(struct dispatch_host *h)
 	h->d->to_check = h;
 }
 
+/* Connections held by background requests do not count when a client request asks. */
 static bool
 under_cap(const struct dispatch_host *h)
 {
-	return h->d->max_per_host == 0 || h->open < h->d->max_per_host;
+	return h->d->max_per_host == 0 || h->open - h->background_busy < h->d->max_per_host;
 }
 
-/* ---- the queue ------------------------------------------------------------ */
+/* ---- the queues ----------------------------------------------------------- */
 
 static void
-enqueue(struct dispatch_host *h, struct upstream_waiter *w)
+enqueue(struct dispatch_host *h, struct dispatch_waiter *w, bool background)
 {
+	struct dispatch_waiter **oldest = background ? &h->bg_oldest : &h->oldest;
+	struct dispatch_waiter **newest = background ? &h->bg_newest : &h->newest;
+
 	w->host = h;
+	w->background = background;
 	w->next = NULL;
-	w->prev = h->newest;
-	if (h->newest)
-		h->newest->next = w;
+	w->prev = *newest;
+	if (*newest)
+		(*newest)->next = w;
 	else
-		h->oldest = w;
-	h->newest = w;
+		*oldest = w;
+	*newest = w;
+	if (background) {
+		h->bg_queued++;
+		return;
+	}
 	h->queued++;
 	kp_stats.queued++;
 }
 
 static void
-dequeue(struct upstream_waiter *w)
+dequeue(struct dispatch_waiter *w)
 {
 	struct dispatch_host *h = w->host;
+	struct dispatch_waiter **oldest = w->background ? &h->bg_oldest : &h->oldest;
+	struct dispatch_waiter **newest = w->background ? &h->bg_newest : &h->newest;
 
 	if (w->prev)
 		w->prev->next = w->next;
 	else
-		h->oldest = w->next;
+		*oldest = w->next;
 	if (w->next)
 		w->next->prev = w->prev;
 	else
-		h->newest = w->prev;
+		*newest = w->prev;
 	w->prev = w->next = NULL;
 	w->host = NULL;
-	h->queued--;
-	kp_stats.queued--;
-	kp_stats.queue_waits++;
-	kp_stats.queue_wait_seconds += ev_now(h->d->srv->loop) - w->since;
-	if (h->queued == 0 && h->open == 0)
+	if (w->background) {
+		h->bg_queued--;
+	} else {
+		h->queued--;
+		kp_stats.queued--;
+		kp_stats.queue_waits++;
+		kp_stats.queue_wait_seconds += clock_now(h->d->clock) - w->since;
+	}
+	if (h->queued == 0 && h->bg_queued == 0 && h->open == 0)
 		schedule_check(h);
 }
 
 /* Breaks the link between a waiter and the connect its arrival started. */
 static void
-unlink_connect(struct upstream_waiter *w)
+unlink_connect(struct dispatch_waiter *w)
 {
 	if (w->connect) {
 		w->connect->trigger = NULL;
@@ -117,10 +158,219 @@ unlink_connect(struct upstream_waiter *w)
 	}
 }
 
+/* ---- connections: open, counted, gone, freed ------------------------------- */
+
+static struct dispatch_conn *
+conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, bool tls,
+         bool restricted)
+{
+	struct dispatch_conn *dc = calloc(1, sizeof(*dc));
+
+	if (!dc)
+		return NULL;
+	upstream_init(&dc->up, &d->up_ctx, host, port, key, tls, restricted);
+	dc->up.src.ops = &conn_source_ops;
+	dc->d = d;
+	dc->next = d->live;
+	if (d->live)
+		d->live->prev = dc;
+	d->live = dc;
+	d->open++;
+	kp_stats.upstreams_open++;
+	kp_stats.connects_started++;
+	return dc;
+}
+
+/* Its idle count goes wherever an entry leaves the pool. */
+static void
+count_unpooled(struct dispatch *d)
+{
+	d->idle--;
+	d->fds->idle--;
+	kp_stats.pool_idle--;
+}
+
+/* No longer counted against its host: closed, or turned into a tunnel. */
+static void
+uncount(struct dispatch_conn *dc)
+{
+	struct dispatch_host *h = dc->host;
+
+	if (dc->trigger)
+		unlink_connect(dc->trigger);
+	if (!h)
+		return;
+	if (dc->racing)
+		h->racing--;
+	if (dc->background)
+		h->background_busy--;
+	dc->racing = dc->background = false;
+	h->open--;
+	dc->host = NULL;
+	schedule_check(h);
+}
+
+/* The connection closed: forget it; it is freed at the end of the iteration. */
+static void
+conn_gone(struct upstream *up)
+{
+	struct dispatch_conn *dc = conn_of(up);
+	struct dispatch *d = dc->d;
+
+	uncount(dc);
+	if (pool_entry_pooled(&dc->idle)) {
+		pool_remove(&dc->idle);
+		count_unpooled(d);
+	}
+	if (dc->prev)
+		dc->prev->next = dc->next;
+	else
+		d->live = dc->next;
+	if (dc->next)
+		dc->next->prev = dc->prev;
+	dc->prev = dc->next = NULL;
+	d->open--;
+	kp_stats.upstreams_open--;
+	dc->dead_next = d->dead;
+	d->dead = dc;
+}
+
+static void
+reap(struct dispatch *d)
+{
+	while (d->dead) {
+		struct dispatch_conn *dc = d->dead;
+
+		d->dead = dc->dead_next;
+		free(dc);
+	}
+}
+
+/* ---- the idle pool -------------------------------------------------------- */
+
+static void
+pool_dropped(struct pool_entry *e, enum pool_drop_reason why)
+{
+	struct dispatch_conn *dc = container_of(e, struct dispatch_conn, idle);
+
+	count_unpooled(dc->d);
+	if (why == POOL_DROP_EXPIRED)
+		kp_stats.pool_expired++;
+	else
+		kp_stats.pool_evicted++;
+	log_debug("upstream %s fd %d: %s", dc->up.key, dc->up.src.conn.fd,
+	          why == POOL_DROP_EXPIRED ? "idle timeout" : "evicted by a pool cap");
+	upstream_close(&dc->up);
+}
+
+bool
+dispatch_free_descriptor(struct dispatch *d)
+{
+	if (!d->pool || !pool_evict_oldest(d->pool))
+		return false;
+	kp_stats.fd_evictions++;
+	return true;
+}
+
+static bool
+conn_need_descriptor(struct upstream *up)
+{
+	return dispatch_free_descriptor(conn_of(up)->d);
+}
+
+static double
+idle_timeout_for(const struct dispatch_conn *dc)
+{
+	double t = dc->d->cfg->idle_timeout;
+	double hint = dc->up.src.keep_alive_hint;
+
+	/*
+	 * Never outstay the origin's own hint: a second of margin, because the
+	 * origin's clock started when it sent the response, before ours did.
+	 */
+	if (hint >= 0) {
+		hint = hint > 1 ? hint - 1 : hint / 2;
+		if (hint < t)
+			t = hint;
+	}
+	return t;
+}
+
+/*
+ * How many idle connections may stay beyond the caps for now: one for
+ * every connected client that holds no connection, since each of them may
+ * send its next request any moment. The connection being parked counts as
+ * still held, which errs by one on the safe side.
+ */
+static size_t
+idle_ceiling(const struct dispatch *d)
+{
+	unsigned busy = d->open - d->idle;
+
+	return d->fds->clients > busy ? d->fds->clients - busy : 0;
+}
+
+static void
+park(struct dispatch_conn *dc)
+{
+	struct dispatch *d = dc->d;
+	double timeout = idle_timeout_for(dc);
+	size_t room;
+
+	/* Unforwarded bytes or a deadline already gone mean it is not clean enough. */
+	if ((dc->up.src.in && buf_len(dc->up.src.in)) || timeout <= 0) {
+		upstream_close(&dc->up);
+		return;
+	}
+	/* Clients come first: keep no more idle connections than descriptors allow. */
+	room = fd_budget_idle_room(d->fds);
+	while (pool_count(d->pool) > 0 && pool_count(d->pool) >= room)
+		dispatch_free_descriptor(d);
+	if (room == 0) {
+		upstream_close(&dc->up);
+		return;
+	}
+	pool_set_ceiling(d->pool, idle_ceiling(d));
+	if (!pool_put(d->pool, dc->up.key, &dc->idle, timeout)) {
+		upstream_close(&dc->up);
+		return;
+	}
+	d->idle++;
+	d->fds->idle++;
+	kp_stats.pool_idle++;
+	upstream_idle(&dc->up);
+	log_debug("upstream %s fd %d: idle, kept %.1fs", dc->up.key, dc->up.src.conn.fd, timeout);
+}
+
+/* The freshest pooled connection for key that still looks alive; or NULL. */
+static struct dispatch_conn *
+take_pooled(struct dispatch *d, const char *key)
+{
+	struct pool_entry *e;
+
+	while ((e = pool_take(d->pool, key)) != NULL) {
+		struct dispatch_conn *dc = container_of(e, struct dispatch_conn, idle);
+
+		count_unpooled(d);
+		if (upstream_usable(&dc->up))
+			return dc;
+		upstream_close(&dc->up);
+	}
+	return NULL;
+}
+
+void
+dispatch_each_idle_host(const struct dispatch *d,
+                        void (*fn)(const char *key, size_t idle, void *arg), void *arg)
+{
+	if (d->pool)
+		pool_each_host(d->pool, fn, arg);
+}
+
 /* ---- answers -------------------------------------------------------------- */
 
 static void
-serve(struct upstream_waiter *w, struct upstream *up, enum dispatch_source source)
+serve(struct dispatch_waiter *w, struct dispatch_conn *dc, enum dispatch_source source)
 {
 	switch (source) {
 	case DISPATCH_FROM_POOL:
@@ -136,160 +386,80 @@ serve(struct upstream_waiter *w, struct upstream *up, enum dispatch_source sourc
 		kp_stats.connects_won++;
 		break;
 	}
-	upstream_hand_to(up, w);
+	dc->trigger = NULL;
+	if (w->background && dc->host) {
+		dc->background = true;
+		dc->host->background_busy++;
+	}
+	upstream_begin(&dc->up);
 	w->source = source;
-	log_debug("upstream %s fd %d: %s (exchange %u)", up->key, up->conn.fd,
-	          dispatch_source_names[source], up->exchanges + 1);
-	w->ready(w, up);
+	log_debug("upstream %s fd %d: %s (exchange %u)", dc->up.key, dc->up.src.conn.fd,
+	          dispatch_source_names[source], dc->up.exchanges + 1);
+	w->ready(w, &dc->up.src);
 }
 
 /*
- * Starts a connection for h on w's behalf. bound: it is w's alone (a
- * fresh connection, or race mode off); otherwise it races for the queue.
- * The outcome may come back before this returns.
+ * A connection for its host is free: a connect completed, or an exchange
+ * left it reusable. Its own requester first if it was bound to one, then
+ * the oldest client request, then the oldest background one, then the pool.
  */
 static void
-start_connect(struct dispatch_host *h, struct upstream_waiter *w, bool bound)
+connection_free(struct dispatch_conn *dc)
 {
-	struct upstream *up = upstream_open(h->d->srv, h->name, h->port, h->node.key, h->tls);
+	struct dispatch_host *h = dc->host;
+	bool fresh = dc->up.exchanges == 0;
+	struct dispatch_waiter *w = dc->trigger;
 
-	if (!up) {
-		if (w->host)
-			dequeue(w);
-		schedule_check(h);
-		w->failed(w, 503, "out of memory");
-		return;
-	}
-	kp_stats.connects_started++;
-	up->host = h;
-	up->restricted = h->restricted;
-	h->open++;
-	up->bound = bound;
-	if (!bound)
-		h->racing++;
-	up->trigger = w;
-	w->connect = up;
-	upstream_connect(up);
-}
-
-void
-dispatch_request(struct dispatch *d, struct upstream_waiter *w, const struct dispatch_target *t,
-                 enum dispatch_how how)
-{
-	struct dispatch_host *h;
-	struct upstream *up;
-
-	w->host = NULL;
-	w->connect = NULL;
-	w->prev = w->next = NULL;
-	w->since = ev_now(d->srv->loop);
-	if (how == DISPATCH_TUNNEL) {
-		/* Raw bytes to host:port: never pooled, so never counted per host. */
-		if (!(up = upstream_open(d->srv, t->host, t->port, t->key, false))) {
-			w->failed(w, 503, "out of memory");
-			return;
-		}
-		kp_stats.connects_started++;
-		up->restricted = t->restricted;
-		up->bound = true;
-		up->trigger = w;
-		w->connect = up;
-		upstream_connect(up);
-		return;
-	}
-	if (!(h = host_get(d, t))) {
-		w->failed(w, 503, "out of memory");
-		return;
-	}
-	if (how == DISPATCH_FRESH) {
-		/* It replaces a connection that just died, so the cap does not apply. */
-		start_connect(h, w, true);
-		return;
-	}
-	if ((up = upstream_take_pooled(d->srv, t->key)) != NULL) {
-		serve(w, up, DISPATCH_FROM_POOL);
-		return;
-	}
-	if (!under_cap(h)) {
-		enqueue(h, w);   /* a connection that frees up, or a slot, comes later */
-		return;
-	}
-	if (!d->race) {
-		start_connect(h, w, true);
-		return;
-	}
-	enqueue(h, w);
-	/* One connect per waiter at most: connects already racing may serve it. */
-	if (h->racing < h->queued)
-		start_connect(h, w, false);
-}
-
-void
-dispatch_cancel(struct upstream_waiter *w)
-{
-	struct upstream *up = w->connect;
-
-	if (w->host)
-		dequeue(w);
-	if (!up)
-		return;
-	unlink_connect(w);
-	if (!up->host) {
-		upstream_close(up);   /* a tunnel's: nobody else wants it */
-	} else if (up->bound) {
-		/* Not wasted: it joins the race for the queue, or lands in the pool. */
-		up->bound = false;
-		up->host->racing++;
-	}
-}
-
-/* ---- what upstream.c reports ---------------------------------------------- */
-
-void
-dispatch_connection_free(struct upstream *up)
-{
-	struct dispatch_host *h = up->host;
-	bool fresh = up->exchanges == 0;
-	struct upstream_waiter *w = up->trigger;
-
-	if (fresh && !up->bound && h)
+	if (dc->racing) {
 		h->racing--;
-	if (up->bound) {
-		up->bound = false;
+		dc->racing = false;
+	}
+	if (dc->bound) {
+		dc->bound = false;
 		if (w) {
 			unlink_connect(w);
 			if (w->host)
 				dequeue(w);
-			serve(w, up, DISPATCH_FROM_CONNECT);
+			serve(w, dc, DISPATCH_FROM_CONNECT);
 			return;
 		}
 		if (!h) {
-			upstream_close(up);   /* a tunnel whose client left */
+			upstream_close(&dc->up);   /* a tunnel whose client left */
 			return;
 		}
 	}
 	if (w)
 		unlink_connect(w);
-	w = h ? h->oldest : NULL;
-	if (w) {
+	if (h && (w = h->oldest) != NULL) {
 		enum dispatch_source source = fresh ? DISPATCH_FROM_CONNECT
 		                              : w->connect ? DISPATCH_FROM_FREED
 		                                           : DISPATCH_FROM_POOL;
 
 		unlink_connect(w);
 		dequeue(w);
-		serve(w, up, source);
+		serve(w, dc, source);
+		return;
+	}
+	if (h && (w = h->bg_oldest) != NULL) {
+		dequeue(w);
+		serve(w, dc, fresh ? DISPATCH_FROM_CONNECT : DISPATCH_FROM_FREED);
 		return;
 	}
 	if (fresh)
 		kp_stats.connects_unused++;
-	upstream_park(up);
+	park(dc);
 }
 
-void
-dispatch_connect_failed(struct upstream *up, int status, const char *why)
+static void
+conn_ready(struct upstream *up)
 {
-	struct upstream_waiter *w = up->trigger;
+	connection_free(conn_of(up));
+}
+
+static void
+conn_failed(struct upstream *up, int status, const char *why)
+{
+	struct dispatch_waiter *w = conn_of(up)->trigger;
 
 	log_debug("upstream %s: %s", up->key, why);
 	if (w) {
@@ -302,30 +472,176 @@ dispatch_connect_failed(struct upstream *up, int status, const char *why)
 		w->failed(w, status, why);
 }
 
-void
-dispatch_connection_gone(struct upstream *up)
-{
-	struct dispatch_host *h = up->host;
+static const struct upstream_ops conn_upstream_ops = {
+	.ready = conn_ready,
+	.failed = conn_failed,
+	.gone = conn_gone,
+	.need_descriptor = conn_need_descriptor,
+};
 
-	if (up->trigger)
-		unlink_connect(up->trigger);
-	if (!h)
+/* ---- what an exchange does with the source it was given -------------------- */
+
+static struct dispatch_conn *
+conn_of_source(struct source *src)
+{
+	return container_of(src, struct dispatch_conn, up.src);
+}
+
+/* Its background request is over: it counts against the cap again. */
+static void
+end_background(struct dispatch_conn *dc)
+{
+	if (dc->background && dc->host)
+		dc->host->background_busy--;
+	dc->background = false;
+}
+
+static void
+source_release(struct source *src, bool reusable)
+{
+	struct dispatch_conn *dc = conn_of_source(src);
+
+	end_background(dc);
+	if (!upstream_end(&dc->up) || !reusable) {
+		upstream_close(&dc->up);
 		return;
-	if (!up->bound && up->exchanges == 0 &&
-	    (up->state == UPSTREAM_RESOLVING || up->state == UPSTREAM_CONNECTING ||
-	     up->state == UPSTREAM_HANDSHAKING))
-		h->racing--;
-	h->open--;
-	up->host = NULL;
-	schedule_check(h);
+	}
+	connection_free(dc);
+}
+
+static void
+source_close(struct source *src)
+{
+	struct dispatch_conn *dc = conn_of_source(src);
+
+	end_background(dc);
+	upstream_close(&dc->up);
+}
+
+/* A tunnel is never pooled: it stops counting against the host's cap. */
+static void
+source_detach(struct source *src)
+{
+	uncount(conn_of_source(src));
+}
+
+static const struct source_ops conn_source_ops = {
+	.release = source_release,
+	.close = source_close,
+	.detach = source_detach,
+};
+
+/* ---- requests ------------------------------------------------------------- */
+
+/*
+ * Starts a connection for h on w's behalf. bound: it is w's alone (a
+ * fresh connection, or race mode off); otherwise it races for the queue.
+ * The outcome may come back before this returns.
+ */
+static void
+start_connect(struct dispatch_host *h, struct dispatch_waiter *w, bool bound)
+{
+	struct dispatch_conn *dc =
+	        conn_new(h->d, h->name, h->port, h->node.key, h->tls, h->restricted);
+
+	if (!dc) {
+		if (w->host)
+			dequeue(w);
+		schedule_check(h);
+		w->failed(w, 503, "out of memory");
+		return;
+	}
+	dc->host = h;
+	h->open++;
+	dc->bound = bound;
+	if (!bound) {
+		dc->racing = true;
+		h->racing++;
+	}
+	dc->trigger = w;
+	w->connect = dc;
+	upstream_connect(&dc->up);
+}
+
+void
+dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dispatch_target *t,
+                 enum dispatch_how how)
+{
+	struct dispatch_host *h;
+	struct dispatch_conn *dc;
+
+	w->host = NULL;
+	w->connect = NULL;
+	w->prev = w->next = NULL;
+	w->background = false;
+	w->since = clock_now(d->clock);
+	if (how == DISPATCH_TUNNEL) {
+		/* Raw bytes to host:port: never pooled, so never counted per host. */
+		if (!(dc = conn_new(d, t->host, t->port, t->key, false, t->restricted))) {
+			w->failed(w, 503, "out of memory");
+			return;
+		}
+		dc->bound = true;
+		dc->trigger = w;
+		w->connect = dc;
+		upstream_connect(&dc->up);
+		return;
+	}
+	if (!(h = host_get(d, t))) {
+		w->failed(w, 503, "out of memory");
+		return;
+	}
+	if (how == DISPATCH_FRESH) {
+		/* It replaces a connection that just died, so the cap does not apply. */
+		start_connect(h, w, true);
+		return;
+	}
+	if ((dc = take_pooled(d, t->key)) != NULL) {
+		w->background = how == DISPATCH_BACKGROUND;
+		serve(w, dc, DISPATCH_FROM_POOL);
+		return;
+	}
+	if (how == DISPATCH_BACKGROUND || !under_cap(h)) {
+		/* A connection that frees up, or (client requests) a slot, comes later. */
+		enqueue(h, w, how == DISPATCH_BACKGROUND);
+		return;
+	}
+	if (!d->race) {
+		start_connect(h, w, true);
+		return;
+	}
+	enqueue(h, w, false);
+	/* One connect per waiter at most: connects already racing may serve it. */
+	if (h->racing < h->queued)
+		start_connect(h, w, false);
+}
+
+void
+dispatch_cancel(struct dispatch_waiter *w)
+{
+	struct dispatch_conn *dc = w->connect;
+
+	if (w->host)
+		dequeue(w);
+	if (!dc)
+		return;
+	unlink_connect(w);
+	if (!dc->host) {
+		upstream_close(&dc->up);   /* a tunnel's: nobody else wants it */
+	} else if (dc->bound) {
+		/* Not wasted: it joins the race for the queue, or lands in the pool. */
+		dc->bound = false;
+		dc->racing = true;
+		dc->host->racing++;
+	}
 }
 
 /* ---- the checker ---------------------------------------------------------- */
 
-static struct upstream_waiter *
+static struct dispatch_waiter *
 oldest_without_connect(const struct dispatch_host *h)
 {
-	struct upstream_waiter *w;
+	struct dispatch_waiter *w;
 
 	for (w = h->oldest; w && w->connect; w = w->next)
 		;
@@ -337,7 +653,7 @@ static void
 check_host(struct dispatch_host *h)
 {
 	struct dispatch *d = h->d;
-	struct upstream_waiter *w;
+	struct dispatch_waiter *w;
 
 	while (under_cap(h) && h->queued > 0) {
 		if (!d->race) {
@@ -350,7 +666,7 @@ check_host(struct dispatch_host *h)
 			break;
 		}
 	}
-	if (h->queued == 0 && h->open == 0 && !h->to_check) {
+	if (h->queued == 0 && h->bg_queued == 0 && h->open == 0 && !h->to_check) {
 		table_remove(&d->hosts, &h->node);
 		free(h);
 	}
@@ -370,20 +686,56 @@ checker_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		h->to_check = false;
 		check_host(h);
 	}
+	reap(d);
 }
 
 int
-dispatch_init(struct dispatch *d, struct server *srv)
+dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
+              const struct kp_config *cfg, struct tls *tls, const struct own_addresses *own,
+              struct fd_budget *fds)
 {
 	memset(d, 0, sizeof(*d));
-	d->srv = srv;
-	d->max_per_host = srv->cfg->max_conns_per_host;
-	d->race = !srv->cfg->no_connect_race;
+	d->up_ctx.loop = loop;
+	d->up_ctx.cfg = cfg;
+	d->up_ctx.tls = tls;
+	d->up_ctx.own = own;
+	d->up_ctx.ops = &conn_upstream_ops;
+	d->clock = clock;
+	d->cfg = cfg;
+	d->fds = fds;
+	d->max_per_host = cfg->max_conns_per_host;
+	d->race = !cfg->no_connect_race;
 	if (table_init(&d->hosts) < 0)
 		return -1;
+	if (!(d->pool = pool_new(clock, cfg->max_idle_per_host, cfg->max_idle_total, pool_dropped)))
+		return -1;
 	ev_prepare_init(&d->checker, checker_cb);
-	ev_prepare_start(srv->loop, &d->checker);
+	ev_prepare_start(loop, &d->checker);
 	return 0;
+}
+
+static void
+fail_queue(struct dispatch_waiter *(*oldest)(struct dispatch_host *), struct dispatch_host *h)
+{
+	struct dispatch_waiter *w;
+
+	while ((w = oldest(h)) != NULL) {
+		unlink_connect(w);
+		dequeue(w);
+		w->failed(w, 503, "shutting down");
+	}
+}
+
+static struct dispatch_waiter *
+first_client(struct dispatch_host *h)
+{
+	return h->oldest;
+}
+
+static struct dispatch_waiter *
+first_background(struct dispatch_host *h)
+{
+	return h->bg_oldest;
 }
 
 static void
@@ -392,13 +744,8 @@ free_host(struct table_node *n, void *arg)
 	struct dispatch *d = arg;
 	struct dispatch_host *h = container_of(n, struct dispatch_host, node);
 
-	while (h->oldest) {
-		struct upstream_waiter *w = h->oldest;
-
-		unlink_connect(w);
-		dequeue(w);
-		w->failed(w, 503, "shutting down");
-	}
+	fail_queue(first_client, h);
+	fail_queue(first_background, h);
 	table_remove(&d->hosts, n);
 	free(h);
 }
@@ -408,8 +755,14 @@ dispatch_shutdown(struct dispatch *d)
 {
 	if (!d->hosts.buckets)
 		return;
-	ev_prepare_stop(d->srv->loop, &d->checker);
+	ev_prepare_stop(d->up_ctx.loop, &d->checker);
+	/* Connects nobody waits for any more, busy ones, and the idle pool. */
+	while (d->live)
+		upstream_close(&d->live->up);
+	pool_free(d->pool);
+	d->pool = NULL;
 	d->to_check = NULL;
 	table_each(&d->hosts, free_host, d);
 	table_free(&d->hosts);
+	reap(d);
 }

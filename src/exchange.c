@@ -6,20 +6,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kp/config.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
+#include "kp/plan.h"
 #include "kp/retry.h"
-#include "kp/server.h"
 #include "kp/stats.h"
-#include "kp/upstream.h"
 
 /* Bytes one response may read per call before yielding to other connections. */
 #define RESPONSE_BUDGET (1u << 20)
 
-static void ready(struct upstream_waiter *w, struct upstream *up);
+static void ready(struct dispatch_waiter *w, struct source *src);
 static int frame_request(struct exchange *ex);
-static void failed(struct upstream_waiter *w, int status, const char *why);
-static void upstream_event(struct upstream_waiter *w, int revents);
+static void failed(struct dispatch_waiter *w, int status, const char *why);
+static void source_event(struct source_reader *r, int revents);
+static void timer_fired(struct clock_timer *t);
 
 static bool
 has_room(const struct buf *b)
@@ -27,38 +28,108 @@ has_room(const struct buf *b)
 	return !b || buf_len(b) < buf_capacity();
 }
 
+/* ---- deadlines ------------------------------------------------------------ */
+
+/* How long the exchange may make no progress in what it waits for now. */
+static double
+wait_timeout(const struct exchange *ex)
+{
+	const struct kp_config *cfg = ex->env->cfg;
+
+	if (ex->tunneling)
+		return cfg->tunnel_timeout;
+	/* No source yet: waiting for a connection (the wait starts before dispatch hears of it). */
+	if (!ex->src)
+		return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout
+		                                                  : cfg->response_timeout;
+	if (exchange_awaits_response(ex))
+		return cfg->response_timeout;
+	return cfg->io_timeout;
+}
+
+/* Bytes moved: the deadline counts from now (the timer finds out when it fires). */
 static void
 progress(struct exchange *ex)
 {
-	ex->ops->progress(ex, false);
+	ex->last_activity = clock_now(ex->env->clock);
+}
+
+/* Another kind of wait began: its own timeout, from now. */
+static void
+rearm(struct exchange *ex)
+{
+	progress(ex);
+	clock_timer_start(&ex->timer, wait_timeout(ex));
+}
+
+/* Which answer a wait that ran out gets, and what it is counted as. */
+static void
+timed_out(struct exchange *ex)
+{
+	char why[96];
+
+	if (ex->tunneling) {
+		kp_stats.errors[KP_ERR_TIMEOUT]++;
+		ex->ops->abort(ex, "tunnel idle past --tunnel-timeout");
+	} else if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
+		kp_stats.queue_timeouts++;
+		kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
+		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
+		         ex->env->cfg->queue_timeout);
+		ex->ops->reply(ex, 503, why, false);
+	} else if (exchange_waiting(ex)) {
+		ex->ops->reply(ex, 504, "the origin could not be reached in time", false);
+	} else if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
+		ex->ops->reply(ex, 504, "the origin did not answer in time", false);
+	} else {
+		kp_stats.errors[KP_ERR_TIMEOUT]++;
+		ex->ops->abort(ex, "no progress before the I/O timeout");
+	}
+}
+
+static void
+timer_fired(struct clock_timer *t)
+{
+	struct exchange *ex = container_of(t, struct exchange, timer);
+	ev_tstamp left = ex->last_activity + wait_timeout(ex) - clock_now(ex->env->clock);
+
+	if (left > 0.001) {
+		clock_timer_start(t, left);
+		return;
+	}
+	timed_out(ex);
 }
 
 /* ---- life ----------------------------------------------------------------- */
 
 void
-exchange_init(struct exchange *ex, struct server *srv, struct conn *down, struct buf **in,
-              struct buf **out, const struct exchange_ops *ops)
+exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn *down,
+              struct buf **in, struct buf **out, const struct exchange_ops *ops, bool to_memory)
 {
 	memset(ex, 0, sizeof(*ex));
-	ex->srv = srv;
+	ex->env = env;
 	ex->down = down;
 	ex->down_in = in;
 	ex->down_out = out;
 	ex->ops = ops;
+	ex->to_memory = to_memory;
+	clock_timer_init(&ex->timer, env->clock, timer_fired);
+	ex->reader.event = source_event;
 	exchange_reset(ex);
 }
 
 void
 exchange_release(struct exchange *ex)
 {
+	clock_timer_stop(&ex->timer);
 	if (ex->tunneling) {
 		kp_stats.tunnels_open--;
 		ex->tunneling = false;
 	}
 	dispatch_cancel(&ex->waiter);
-	if (ex->up) {
-		upstream_close(ex->up);
-		ex->up = NULL;
+	if (ex->src) {
+		ex->src->ops->close(ex->src);
+		ex->src = NULL;
 	}
 	buf_put(ex->req_head);
 	ex->req_head = NULL;
@@ -70,13 +141,12 @@ void
 exchange_reset(struct exchange *ex)
 {
 	size_t keep = offsetof(struct exchange, waiter);
-	bool no_splice = ex->srv->cfg->no_splice;
+	bool no_splice = ex->env->cfg->no_splice;
 
 	exchange_release(ex);
 	memset((char *)ex + keep, 0, sizeof(*ex) - keep);
 	ex->waiter.ready = ready;
 	ex->waiter.failed = failed;
-	ex->waiter.event = upstream_event;
 	mover_init(&ex->resp_mover, no_splice);
 	tunnel_init(&ex->tunnel, no_splice);
 	ex->copy_body = no_splice;
@@ -87,7 +157,7 @@ exchange_reset(struct exchange *ex)
 void
 exchange_open(struct exchange *ex, const struct http_head *h)
 {
-	ex->started = ev_now(ex->srv->loop);
+	ex->started = clock_now(ex->env->clock);
 	ex->method = h->method;
 	ex->client_minor = h->minor;
 	ex->client_keep_alive = http_head_keeps_alive(h) && !ex->down->eof;
@@ -116,36 +186,62 @@ dispatch_target_of(const struct exchange *ex)
 /*
  * Requests share a connection only if they agree on scheme, host and port
  * (the server name is the host) and on whether the client is beyond this
- * machine: those never share with local ones.
+ * machine: those never share with local ones. An intercepted client's key
+ * is the same for all its requests, and its owner made it once.
  */
 static void
 choose_key(struct exchange *ex)
 {
-	ex->key = ex->target.key;
-	if (ex->restricted || ex->https) {
-		snprintf(ex->key_buf, sizeof(ex->key_buf), "%s%s%s", ex->https ? "https://" : "",
-		         ex->target.key, ex->restricted ? " (lan)" : "");
-		ex->key = ex->key_buf;
+	static const char scheme[] = "https://", lan[] = " (lan)";
+	size_t n = 0, len;
+
+	if (ex->fixed_key) {
+		ex->key = ex->fixed_key;
+		return;
 	}
+	ex->key = ex->target.key;
+	if (!ex->restricted && !ex->https)
+		return;
+	if (ex->https) {
+		memcpy(ex->key_buf, scheme, sizeof(scheme) - 1);
+		n = sizeof(scheme) - 1;
+	}
+	len = strlen(ex->target.key);
+	memcpy(ex->key_buf + n, ex->target.key, len);
+	n += len;
+	memcpy(ex->key_buf + n, ex->restricted ? lan : "", ex->restricted ? sizeof(lan) : 1);
+	ex->key = ex->key_buf;
+}
+
+/* A request head goes to src, or to whichever connection dispatch finds. */
+static void
+dispatch_or_serve(struct exchange *ex, struct source *src, enum dispatch_how how)
+{
+	struct dispatch_target t = dispatch_target_of(ex);
+
+	/* Before asking: the answer may come before dispatch_request() returns. */
+	rearm(ex);
+	if (src)
+		ready(&ex->waiter, src);
+	else
+		dispatch_request(ex->env->dispatch, &ex->waiter, &t, how);
 }
 
 int
-exchange_forward(struct exchange *ex, const struct http_head *h, const char **why)
+exchange_forward(struct exchange *ex, const struct http_head *h, struct source *src,
+                 const char **why)
 {
 	struct buf *in = *ex->down_in;
-	struct dispatch_target t;
 	ssize_t n;
 
 	choose_key(ex);
-	t = dispatch_target_of(ex);
 	if (ex->connect) {
 		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
 		buf_consume(in, h->head_len);
-		dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_TUNNEL);
+		dispatch_or_serve(ex, NULL, DISPATCH_TUNNEL);
 		return 0;
 	}
-	/* The tunnel relay moves descriptors; a TLS end has none to give it. */
-	ex->upgrade = http_wants_upgrade(h) && !ex->https && !ex->down->tls;
+	ex->upgrade = http_wants_upgrade(h);
 	if (!(ex->req_head = buf_get())) {
 		*why = "out of memory";
 		return 503;
@@ -161,24 +257,27 @@ exchange_forward(struct exchange *ex, const struct http_head *h, const char **wh
 	/* Body framing already here is checked before any origin hears of the request. */
 	if (frame_request(ex) < 0)
 		return 0;
-	dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_ANY);
+	dispatch_or_serve(ex, src, DISPATCH_ANY);
 	return 0;
 }
 
-void
-exchange_wait_timed_out(struct exchange *ex)
+int
+exchange_start(struct exchange *ex, const struct http_target *target, const char *head,
+               size_t len, enum dispatch_how how)
 {
-	char why[96];
-
-	if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
-		kp_stats.queue_timeouts++;
-		kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
-		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
-		         ex->srv->cfg->queue_timeout);
-		ex->ops->reply(ex, 503, why, false);
-		return;
-	}
-	ex->ops->reply(ex, 504, "the origin could not be reached in time", false);
+	ex->started = clock_now(ex->env->clock);
+	ex->method = HTTP_GET;
+	ex->client_minor = 1;
+	ex->req = REQ_SENDING;
+	ex->resp = RESP_HEAD;
+	ex->target = *target;
+	if (len > buf_capacity() || !(ex->req_head = buf_get()))
+		return -1;
+	memcpy(buf_tail(ex->req_head), head, len);
+	ex->req_head->end = len;
+	choose_key(ex);
+	dispatch_or_serve(ex, NULL, how);
+	return 0;
 }
 
 /* ---- watchers ------------------------------------------------------------- */
@@ -192,19 +291,19 @@ static bool
 response_splices(const struct exchange *ex)
 {
 	return !ex->copy_body && ex->resp == RESP_BODY && ex->resp_pending == 0 &&
-	       (!ex->up->in || buf_len(ex->up->in) == 0) &&
+	       (!ex->src->in || buf_len(ex->src->in) == 0) &&
 	       (ex->resp_body.left > 0 || ex->resp_body.left == FRAME_UNTIL_CLOSE);
 }
 
-/* Is there somewhere to put more response bytes from the origin? */
+/* Is there somewhere to put more response bytes from the source? */
 static bool
 response_can_pull(const struct exchange *ex)
 {
-	if (ex->resp == RESP_DONE || ex->up->conn.eof)
+	if (ex->resp == RESP_DONE || ex->src->conn.eof)
 		return false;
 	if (response_splices(ex))
 		return mover_has_room(&ex->resp_mover);
-	return has_room(ex->up->in);
+	return has_room(ex->src->in);
 }
 
 /*
@@ -216,9 +315,9 @@ void
 exchange_watch(struct exchange *ex, bool *down_read, bool *down_write)
 {
 	struct buf *out = *ex->down_out;
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 
-	if (!up) {
+	if (!src) {
 		*down_read = has_room(*ex->down_in);
 		*down_write = false;
 		return;
@@ -228,14 +327,14 @@ exchange_watch(struct exchange *ex, bool *down_read, bool *down_write)
 
 		*down_read = w.client_read;
 		*down_write = w.client_write;
-		upstream_watch(up, w.origin_read, w.origin_write);
+		conn_watch(&src->conn, w.origin_read, w.origin_write);
 		return;
 	}
 	*down_read = has_room(*ex->down_in);
 	*down_write = (out && buf_len(out)) || ex->resp_pending || mover_held(&ex->resp_mover);
-	upstream_watch(up, response_can_pull(ex),
-	               ex->req == REQ_SENDING && !up->conn.write_failed &&
-	                       (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
+	conn_watch(&src->conn, response_can_pull(ex),
+	           ex->req == REQ_SENDING && !src->conn.write_failed &&
+	                   (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
 }
 
 /* ---- tunnels -------------------------------------------------------------- */
@@ -245,7 +344,7 @@ tunnel_run(struct exchange *ex)
 {
 	uint64_t moved;
 
-	switch (tunnel_pump(&ex->tunnel, ex->down->fd, ex->up->conn.fd, &moved)) {
+	switch (tunnel_pump(&ex->tunnel, ex->down, &ex->src->conn, &moved)) {
 	case TUNNEL_FAILED:
 		ex->ops->abort(ex, "tunnel closed by an error");
 		return;
@@ -266,13 +365,13 @@ tunnel_run(struct exchange *ex)
 /*
  * From here on bytes pass untouched both ways. Whatever either side sent
  * before the switch (the 200 or 101 head, early data read along with a head)
- * goes out first. The tunnel relays file descriptors, so both ends must be
- * plain sockets; a TLS end will need its own relay.
+ * goes out first. Two plain sockets are spliced; a TLS end (an upgrade inside
+ * an intercepted connection) is copied through its own operations.
  */
 static void
 begin_tunnel(struct exchange *ex)
 {
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 	struct tunnel *t = &ex->tunnel;
 	bool fits;
 
@@ -281,22 +380,25 @@ begin_tunnel(struct exchange *ex)
 	buf_put(ex->req_head);
 	ex->req_head = NULL;
 	mover_release(&ex->resp_mover);
+	tunnel_init(t, ex->env->cfg->no_splice || !conn_pair_splices(&src->conn, ex->down));
 	fits = mover_preload(&t->to_client.mover, *ex->down_out);
-	fits = mover_preload(&t->to_client.mover, up->in) && fits;
+	fits = mover_preload(&t->to_client.mover, src->in) && fits;
 	fits = mover_preload(&t->to_origin.mover, *ex->down_in) && fits;
-	*ex->down_out = *ex->down_in = up->in = NULL;
+	*ex->down_out = *ex->down_in = src->in = NULL;
+	/* Counted open from here: exchange_release() counts the close. */
+	ex->tunneling = true;
 	if (!fits) {
 		ex->ops->abort(ex, "too many bytes before the protocol switch");
 		return;
 	}
 	if (ex->down->eof)
 		t->to_origin.state = TUNNEL_DRAINING;
-	if (up->conn.eof)
+	if (src->conn.eof)
 		t->to_client.state = TUNNEL_DRAINING;
 	/* A tunnel is never pooled: it stops counting against the host's cap. */
-	dispatch_connection_gone(up);
+	src->ops->detach(src);
 	log_debug("client fd %d: tunnel to %s open", ex->down->fd, ex->target.key);
-	ex->tunneling = true;
+	rearm(ex);
 	ex->ops->tunnel_opened(ex);
 	tunnel_run(ex);
 }
@@ -304,14 +406,15 @@ begin_tunnel(struct exchange *ex)
 /* ---- answers from dispatch ------------------------------------------------ */
 
 static void
-ready(struct upstream_waiter *w, struct upstream *up)
+ready(struct dispatch_waiter *w, struct source *src)
 {
 	struct exchange *ex = container_of(w, struct exchange, waiter);
 
-	ex->up = up;
+	ex->src = src;
+	src->reader = &ex->reader;
 	ex->resp_received = 0;
 	/* Splice needs both ends to be plain sockets. */
-	if (!conn_pair_splices(&up->conn, ex->down))
+	if (!conn_pair_splices(&src->conn, ex->down))
 		ex->copy_body = true;
 	if (ex->connect) {
 		static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -327,12 +430,12 @@ ready(struct upstream_waiter *w, struct upstream *up)
 		begin_tunnel(ex);
 		return;
 	}
-	ex->ops->progress(ex, true);
+	rearm(ex);
 	exchange_run(ex);
 }
 
 static void
-failed(struct upstream_waiter *w, int status, const char *why)
+failed(struct dispatch_waiter *w, int status, const char *why)
 {
 	struct exchange *ex = container_of(w, struct exchange, waiter);
 
@@ -340,9 +443,9 @@ failed(struct upstream_waiter *w, int status, const char *why)
 }
 
 static void
-upstream_event(struct upstream_waiter *w, int revents)
+source_event(struct source_reader *r, int revents)
 {
-	struct exchange *ex = container_of(w, struct exchange, waiter);
+	struct exchange *ex = container_of(r, struct exchange, reader);
 
 	(void)revents;
 	if (ex->tunneling)
@@ -355,9 +458,9 @@ upstream_event(struct upstream_waiter *w, int revents)
 
 /* A connection that died before answering: replay on a fresh one, or 502. */
 static void
-upstream_lost(struct exchange *ex, const char *why)
+source_lost(struct exchange *ex, const char *why)
 {
-	struct upstream *dead = ex->up;
+	struct source *dead = ex->src;
 	struct retry_facts facts = {
 		.reused_connection = dead->reused,
 		.response_started = ex->resp_received > 0,
@@ -376,15 +479,15 @@ upstream_lost(struct exchange *ex, const char *why)
 	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", ex->down->fd,
 	          ex->target.key, why);
 	kp_stats.upstream_retries++;
-	ex->up = NULL;
+	ex->src = NULL;
 	ex->retries++;
 	ex->req = REQ_SENDING;
 	ex->req_head_sent = 0;
-	ex->ops->progress(ex, true);
+	rearm(ex);
 	/* The new connect takes the dead one's place under the host's cap before it goes. */
 	t = dispatch_target_of(ex);
-	dispatch_request(&ex->srv->dispatch, &ex->waiter, &t, DISPATCH_FRESH);
-	upstream_close(dead);
+	dispatch_request(ex->env->dispatch, &ex->waiter, &t, DISPATCH_FRESH);
+	dead->ops->close(dead);
 }
 
 /* Frames what the client has sent so far into req_pending. -1: the exchange ended. */
@@ -414,7 +517,7 @@ frame_request(struct exchange *ex)
 static int
 pump_request(struct exchange *ex)
 {
-	struct conn *upc = &ex->up->conn;
+	struct conn *upc = &ex->src->conn;
 	ssize_t n;
 
 	while (ex->req == REQ_SENDING && !upc->write_failed) {
@@ -451,7 +554,7 @@ pump_request(struct exchange *ex)
 		}
 		if (framer_done(&ex->req_body)) {
 			ex->req = REQ_DONE;
-			ex->ops->progress(ex, true);
+			rearm(ex);
 			break;
 		}
 		if (ex->down->eof) {
@@ -465,14 +568,14 @@ pump_request(struct exchange *ex)
 
 /* ---- responses ------------------------------------------------------------ */
 
-/* Writes the response head for the client into *down_out; -1 if it does not fit. */
+/* Writes the response head for the asker into *down_out; -1 if it does not fit. */
 static int
 write_head_out(struct exchange *ex, const struct response_plan *plan)
 {
 	struct buf *out = *ex->down_out;
-	struct upstream *up = ex->up;
-	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &up->head,
-	                                     buf_head(up->in), plan);
+	struct source *src = ex->src;
+	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &src->head,
+	                                     buf_head(src->in), plan);
 
 	if (n < 0)
 		return -1;
@@ -480,63 +583,50 @@ write_head_out(struct exchange *ex, const struct response_plan *plan)
 	return 0;
 }
 
-/* A 1xx: passed on to HTTP/1.1 clients (1.0 ones do not know them, RFC 9110 15.2). */
-static int
-interim_head(struct exchange *ex, struct response_plan *plan)
+/* What the plan needs of the request, now that a response head is here. */
+static struct plan_request
+request_facts(const struct exchange *ex)
 {
-	struct upstream *up = ex->up;
+	struct plan_request r = {
+		.method = ex->method,
+		.minor = ex->client_minor,
+		.keep_alive = ex->client_keep_alive && !ex->down->eof,
+		.upgrade = ex->upgrade,
+		.request_sent = ex->req == REQ_DONE,
+		.canonical = ex->to_memory,
+		.draining = ex->env->draining,
+	};
 
-	if (ex->client_minor >= 1) {
-		plan->client_keep_alive = true;
-		if (write_head_out(ex, plan) < 0) {
-			ex->ops->reply(ex, 502, "interim response head too large", false);
-			return -1;
-		}
-	}
-	buf_consume(up->in, up->head.head_len);
-	http_parser_start(&up->parser, &up->head);
-	return 1;
+	return r;
 }
 
-static int
-switching_head(struct exchange *ex, struct response_plan *plan)
+/* Takes the parsed head out of the buffer; an interim one makes room for the next. */
+static void
+consume_head(struct source *src, bool another_follows)
 {
-	struct upstream *up = ex->up;
-
-	if (!ex->upgrade || ex->req != REQ_DONE) {
-		ex->ops->reply(ex, 502, "the origin switched protocols unasked", false);
-		return -1;
-	}
-	plan->upgrade = true;
-	plan->client_keep_alive = false;
-	if (write_head_out(ex, plan) < 0) {
-		ex->ops->reply(ex, 502, "101 response head too large", false);
-		return -1;
-	}
-	ex->status = 101;
-	buf_consume(up->in, up->head.head_len);
-	begin_tunnel(ex);
-	return -1;   /* no longer an exchange */
+	buf_consume(src->in, src->head.head_len);
+	if (another_follows)
+		http_parser_start(&src->parser, &src->head);
 }
 
 static int
 response_head(struct exchange *ex)
 {
-	struct upstream *up = ex->up;
-	const struct http_head *h = &up->head;
-	struct response_plan plan = {.client_minor = ex->client_minor};
+	struct source *src = ex->src;
+	const struct http_head *h = &src->head;
 	struct buf **out = ex->down_out;
-	enum body_kind kind;
+	struct plan_request facts;
+	struct plan plan;
 
-	switch (http_parse_head(&up->parser, buf_head(up->in), buf_len(up->in))) {
+	switch (http_parse_head(&src->parser, buf_head(src->in), buf_len(src->in))) {
 	case HTTP_PARSE_MORE:
 		return 0;
 	case HTTP_PARSE_ERROR:
 		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
 		log_info("upstream %s: bad response head: %s", ex->target.key,
-		         http_parser_error_text(&up->parser));
+		         http_parser_error_text(&src->parser));
 		ex->ops->reply(ex, 502,
-		               up->parser.error == HTTP_HEAD_TOO_LARGE
+		               src->parser.error == HTTP_HEAD_TOO_LARGE
 		                       ? "response head too large"
 		                       : "malformed response from the origin",
 		               false);
@@ -549,29 +639,48 @@ response_head(struct exchange *ex)
 		return -1;
 	}
 	buf_compact(*out);
-	if (h->status == 101)
-		return switching_head(ex, &plan);
-	if (h->status < 200)
-		return interim_head(ex, &plan);
-	kind = http_response_body_kind(h, ex->method);
+	facts = request_facts(ex);
+	plan = plan_response(&facts, h);
+	switch (plan.action) {
+	case PLAN_REFUSE:
+		ex->ops->reply(ex, 502, plan.why, false);
+		return -1;
+	case PLAN_SWITCH:
+		if (write_head_out(ex, &plan.write) < 0) {
+			ex->ops->reply(ex, 502, "101 response head too large", false);
+			return -1;
+		}
+		ex->status = 101;
+		consume_head(src, false);
+		begin_tunnel(ex);
+		return -1;   /* no longer an exchange */
+	case PLAN_INTERIM:
+		if (write_head_out(ex, &plan.write) < 0) {
+			ex->ops->reply(ex, 502, "interim response head too large", false);
+			return -1;
+		}
+		consume_head(src, true);
+		return 1;
+	case PLAN_INTERIM_DROPPED:
+		consume_head(src, true);
+		return 1;
+	case PLAN_FINAL:
+		break;
+	}
 	ex->status = h->status;
-	/* After asking for an upgrade the connection's state is the origin's guess. */
-	ex->upstream_reusable = http_head_keeps_alive(h) && kind != BODY_UNTIL_CLOSE && !ex->upgrade;
-	up->keep_alive_hint = (double)http_keep_alive_timeout(h, buf_head(up->in));
-	ex->dechunk = kind == BODY_CHUNKED && ex->client_minor == 0;
-	/* Stopping: say so, rather than close a connection the client expects to keep. */
-	ex->client_keep_alive = ex->client_keep_alive && !ex->dechunk &&
-	                        kind != BODY_UNTIL_CLOSE && !ex->down->eof && !ex->srv->draining;
-	plan.dechunk = ex->dechunk;
-	plan.client_keep_alive = ex->client_keep_alive;
-	if (write_head_out(ex, &plan) < 0) {
+	ex->upstream_reusable = plan.upstream_reusable;
+	src->keep_alive_hint = (double)http_keep_alive_timeout(h, buf_head(src->in));
+	ex->dechunk = plan.write.dechunk;
+	/* Stopping: the head says so, rather than close a connection the client expects to keep. */
+	ex->client_keep_alive = plan.write.client_keep_alive && !ex->to_memory;
+	if (write_head_out(ex, &plan.write) < 0) {
 		ex->ops->reply(ex, 502, "response head too large to forward", false);
 		return -1;
 	}
-	buf_consume(up->in, h->head_len);
-	framer_init(&ex->resp_body, kind, h->content_length);
+	consume_head(src, false);
+	framer_init(&ex->resp_body, plan.body, h->content_length);
 	ex->resp = RESP_BODY;
-	ex->ops->progress(ex, true);
+	rearm(ex);
 	return 1;
 }
 
@@ -579,7 +688,7 @@ response_head(struct exchange *ex)
 static int
 frame_response(struct exchange *ex)
 {
-	struct buf *in = ex->up->in;
+	struct buf *in = ex->src->in;
 	size_t avail = buf_len(in);
 	enum span_kind kind;
 	ssize_t n = 0;
@@ -611,11 +720,11 @@ frame_response(struct exchange *ex)
 	return n > 0 || framer_done(&ex->resp_body);
 }
 
-/* The origin closed (or reset) with nothing left to forward. */
+/* The source ended (the origin closed or reset) with nothing left to forward. */
 static int
-upstream_ended(struct exchange *ex)
+source_ended(struct exchange *ex)
 {
-	bool reset = ex->up->conn.reset;
+	bool reset = ex->src->conn.reset;
 
 	if (ex->resp == RESP_BODY && ex->resp_body.left == FRAME_UNTIL_CLOSE && !reset) {
 		ex->resp_body.left = FRAME_DONE;
@@ -623,7 +732,7 @@ upstream_ended(struct exchange *ex)
 		return 1;
 	}
 	if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
-		upstream_lost(ex, reset ? "connection reset by the origin"
+		source_lost(ex, reset ? "connection reset by the origin"
 		                        : "the origin closed the connection without answering");
 		return -1;
 	}
@@ -645,32 +754,27 @@ upstream_ended(struct exchange *ex)
 static int
 pull_response(struct exchange *ex)
 {
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 	enum move_status r;
 	size_t got = 0;
 
 	if (response_splices(ex)) {
 		uint64_t left = framer_payload_left(&ex->resp_body);
 
-		r = mover_pull(&ex->resp_mover, up->conn.fd, left ? left : SIZE_MAX, &got);
+		/* The mover notes EOF, reset and EAGAIN in the end's facts. */
+		r = mover_pull(&ex->resp_mover, &src->conn, left ? left : SIZE_MAX, &got);
 		if (r == MOVE_OK)
 			framer_payload_moved(&ex->resp_body, got);
-		else if (r == MOVE_EOF)
-			up->conn.eof = true;
-		else if (r == MOVE_ERROR)
-			up->conn.eof = up->conn.reset = true;
-		else if (r == MOVE_AGAIN)
-			up->conn.readable = false;
 		/* The mover fell back to copying (EINVAL): so does this response. */
 		if (r == MOVE_FULL && ex->resp_mover.copy) {
 			ex->copy_body = true;
 			return 1;
 		}
-	} else if (!up->in && !(up->in = buf_get())) {
-		up->conn.eof = up->conn.reset = true;
+	} else if (!src->in && !(src->in = buf_get())) {
+		src->conn.eof = src->conn.reset = true;
 		return 1;
 	} else {
-		r = conn_fill(&up->conn, up->in, &got);
+		r = conn_fill(&src->conn, src->in, &got);
 	}
 	switch (r) {
 	case MOVE_OK:
@@ -695,7 +799,7 @@ push_spliced(struct exchange *ex, uint64_t *budget)
 {
 	size_t moved;
 
-	switch (mover_push(&ex->resp_mover, ex->down->fd, &moved)) {
+	switch (mover_push(&ex->resp_mover, ex->down, &moved)) {
 	case MOVE_OK:
 		ex->resp_sent += moved;
 		kp_stats.bytes_to_clients += moved;
@@ -721,7 +825,7 @@ static int
 push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 {
 	struct buf **out = ex->down_out;
-	struct buf *in = ex->up->in;
+	struct buf *in = ex->src->in;
 	size_t out_len = *out ? buf_len(*out) : 0;
 	size_t body = pipe_first ? 0 : ex->resp_pending;
 	ssize_t n = conn_send_two(ex->down, out_len ? buf_head(*out) : NULL, out_len,
@@ -762,15 +866,15 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 static int
 response_drained(struct exchange *ex, bool body_done)
 {
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 
 	if (body_done)
 		ex->resp = RESP_DONE;
 	if (ex->resp == RESP_DONE)
 		return 0;
-	if (up->conn.eof)
-		return upstream_ended(ex) < 0 ? -1 : 2;
-	if (up->in && !has_room(up->in)) {
+	if (src->conn.eof)
+		return source_ended(ex) < 0 ? -1 : 2;
+	if (src->in && !has_room(src->in)) {
 		/* Full and still undecided: a head or a framing line too long. */
 		if (ex->resp == RESP_HEAD)
 			ex->ops->reply(ex, 502, "response head too large", false);
@@ -782,7 +886,7 @@ response_drained(struct exchange *ex, bool body_done)
 }
 
 /*
- * Moves response bytes from the upstream to the client, in stream order:
+ * Moves response bytes from the source to the asker, in stream order:
  * heads the proxy wrote, then payload in the pipe, then buffered bytes.
  * A client that takes nothing more stops the flushing, not the pulling:
  * while there is room the origin is still read (what exchange_watch() asks
@@ -792,7 +896,7 @@ response_drained(struct exchange *ex, bool body_done)
 static int
 pump_response(struct exchange *ex)
 {
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 	uint64_t budget = RESPONSE_BUDGET;
 	bool client_blocked = false;
 	int r;
@@ -803,8 +907,8 @@ pump_response(struct exchange *ex)
 		bool body_done = ex->resp == RESP_BODY && framer_done(&ex->resp_body);
 
 		/* Parse and frame first, so a head and its body can leave together. */
-		if (!ex->resp_pending && ex->resp != RESP_DONE && !body_done && up->in &&
-		    buf_len(up->in)) {
+		if (!ex->resp_pending && ex->resp != RESP_DONE && !body_done && src->in &&
+		    buf_len(src->in)) {
 			r = ex->resp == RESP_HEAD ? response_head(ex) : frame_response(ex);
 			if (r < 0)
 				return -1;
@@ -839,7 +943,7 @@ pump_response(struct exchange *ex)
 		 * framed and flushed, because once both sockets are quiet no event
 		 * would come back for them. Unread bytes keep the origin readable.
 		 */
-		if (budget == 0 || !up->conn.readable || !response_can_pull(ex) || !pull_response(ex))
+		if (budget == 0 || !src->conn.readable || !response_can_pull(ex) || !pull_response(ex))
 			return 0;
 	}
 }
@@ -847,25 +951,26 @@ pump_response(struct exchange *ex)
 static void
 finish(struct exchange *ex)
 {
-	struct upstream *up = ex->up;
+	struct source *src = ex->src;
 	/* An EOF already read makes the next request on it fail for certain. */
-	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !up->conn.write_failed &&
-	                !up->conn.eof;
+	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !src->conn.write_failed &&
+	                !src->conn.eof;
 
 	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->down->fd,
-	          ex->target.key, ex->status, ex->resp_sent, up->reused ? "reused" : "new",
-	          (ev_now(ex->srv->loop) - ex->started) * 1000);
-	ex->up = NULL;
+	          ex->target.key, ex->status, ex->resp_sent, src->reused ? "reused" : "new",
+	          (clock_now(ex->env->clock) - ex->started) * 1000);
+	ex->src = NULL;
+	clock_timer_stop(&ex->timer);
 	if (ex->req != REQ_DONE)
 		ex->client_keep_alive = false;
-	upstream_release(up, reusable);
+	src->ops->release(src, reusable);
 	ex->ops->finished(ex);
 }
 
 void
 exchange_run(struct exchange *ex)
 {
-	if (!ex->up) {
+	if (!ex->src) {
 		ex->ops->wait(ex);   /* still waiting for a connection */
 		return;
 	}

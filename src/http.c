@@ -848,7 +848,8 @@ http_write_response_head(char *out, size_t cap, const struct http_head *h, const
 		    (plan->upgrade && http_span_is(base, f->name, "upgrade")))
 			put_field(&w, base, f);
 	}
-	put_via(&w, h->major, h->minor);
+	if (!plan->no_via)
+		put_via(&w, h->major, h->minor);
 	if (plan->upgrade)
 		puts_w(&w, "Connection: upgrade\r\n");
 	else if (h->status >= 200) {

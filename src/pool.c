@@ -25,21 +25,21 @@ struct pool_host {
 };
 
 struct pool {
-	struct ev_loop *loop;
+	struct clock *clock;
 	struct table hosts;          /* including empty ones not yet swept */
 	size_t count;
 	struct pool_entry *all_oldest, *all_newest;
 	unsigned max_per_host, max_total;
 	size_t ceiling;              /* at this many the oldest goes at once */
-	ev_timer sweep;              /* armed while the sweep list or the total is over */
+	struct clock_timer sweep;    /* armed while the sweep list or the total is over */
 	struct pool_host *sweep_list;
 	pool_drop_fn on_drop;
 };
 
-static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void sweep_cb(struct clock_timer *t);
 
 struct pool *
-pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_drop_fn on_drop)
+pool_new(struct clock *clock, unsigned max_per_host, unsigned max_total, pool_drop_fn on_drop)
 {
 	struct pool *p = calloc(1, sizeof(*p));
 
@@ -49,12 +49,12 @@ pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total, pool_d
 		free(p);
 		return NULL;
 	}
-	p->loop = loop;
+	p->clock = clock;
 	p->max_per_host = max_per_host;
 	p->max_total = max_total;
 	p->ceiling = 2 * (size_t)max_total;
 	p->on_drop = on_drop;
-	ev_timer_init(&p->sweep, sweep_cb, POOL_SWEEP_DELAY, 0.);
+	clock_timer_init(&p->sweep, clock, sweep_cb);
 	return p;
 }
 
@@ -80,11 +80,8 @@ schedule_sweep(struct pool *p, struct pool_host *h)
 		h->sweep_next = p->sweep_list;
 		p->sweep_list = h;
 	}
-	if (!ev_is_active(&p->sweep)) {
-		/* Set again each time: a stopped one-shot keeps only what was left of it. */
-		ev_timer_set(&p->sweep, POOL_SWEEP_DELAY, 0.);
-		ev_timer_start(p->loop, &p->sweep);
-	}
+	if (!clock_timer_armed(&p->sweep))
+		clock_timer_start(&p->sweep, POOL_SWEEP_DELAY);
 }
 
 /*
@@ -105,7 +102,7 @@ unlink_entry(struct pool_entry *e)
 	struct pool *p = e->pool;
 	struct pool_host *h = e->host;
 
-	ev_timer_stop(p->loop, &e->expiry);
+	clock_timer_stop(&e->expiry);
 	if (e->host_prev)
 		e->host_prev->host_next = e->host_next;
 	else
@@ -140,13 +137,9 @@ drop(struct pool_entry *e, enum pool_drop_reason why)
 }
 
 static void
-expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+expiry_cb(struct clock_timer *t)
 {
-	struct pool_entry *e = container_of(w, struct pool_entry, expiry);
-
-	(void)loop;
-	(void)revents;
-	drop(e, POOL_DROP_EXPIRED);
+	drop(container_of(t, struct pool_entry, expiry), POOL_DROP_EXPIRED);
 }
 
 /*
@@ -157,7 +150,7 @@ expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static bool
 stale_enough(const struct pool *p, const struct pool_entry *e, bool force)
 {
-	return force || ev_now(p->loop) - e->idle_since >= POOL_SWEEP_DELAY - 0.001;
+	return force || clock_now(p->clock) - e->idle_since >= POOL_SWEEP_DELAY - 0.001;
 }
 
 /*
@@ -190,19 +183,15 @@ sweep(struct pool *p, bool force)
 }
 
 static void
-sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
+sweep_cb(struct clock_timer *t)
 {
-	struct pool *p = container_of(w, struct pool, sweep);
-
-	(void)loop;
-	(void)revents;
-	sweep(p, false);
+	sweep(container_of(t, struct pool, sweep), false);
 }
 
 void
 pool_sweep(struct pool *p)
 {
-	ev_timer_stop(p->loop, &p->sweep);
+	clock_timer_stop(&p->sweep);
 	sweep(p, true);
 }
 
@@ -248,9 +237,9 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 	p->all_newest = e;
 	h->count++;
 	p->count++;
-	e->idle_since = ev_now(p->loop);
-	ev_timer_init(&e->expiry, expiry_cb, timeout, 0.);
-	ev_timer_start(p->loop, &e->expiry);
+	e->idle_since = clock_now(p->clock);
+	clock_timer_init(&e->expiry, p->clock, expiry_cb);
+	clock_timer_start(&e->expiry, timeout);
 	if (h->count > p->max_per_host)
 		schedule_sweep(p, h);
 	else if (p->count > p->max_total)
@@ -339,9 +328,10 @@ pool_free(struct pool *p)
 {
 	if (!p)
 		return;
-	ev_timer_stop(p->loop, &p->sweep);
 	while (p->all_oldest)
 		drop(p->all_oldest, POOL_DROP_EVICTED);
+	/* Only now: the drops above schedule a sweep for the hosts they empty. */
+	clock_timer_stop(&p->sweep);
 	table_each(&p->hosts, free_host, p);
 	table_free(&p->hosts);
 	free(p);

@@ -14,17 +14,13 @@
 #include "kp/access_log.h"
 #include "kp/auth.h"
 #include "kp/buf.h"
-#include "kp/client.h"
 #include "kp/dns.h"
 #include "kp/evglue.h"
+#include "kp/intercept.h"
 #include "kp/log.h"
 #include "kp/net.h"
-#include "kp/policy.h"
-#include "kp/pool.h"
 #include "kp/splice.h"
 #include "kp/stats.h"
-#include "kp/upstream.h"
-#include "kp/intercept.h"
 #include "kp/tls.h"
 
 /* Accepts per readiness event: a burst of connects must not starve established clients. */
@@ -37,23 +33,7 @@
 
 static struct log_limit fds_short_log = LOG_LIMIT(10);
 
-bool
-server_free_descriptor(struct server *srv)
-{
-	if (!srv->pool || !pool_evict_oldest(srv->pool))
-		return false;
-	kp_stats.fd_evictions++;
-	return true;
-}
-
-size_t
-server_idle_fd_budget(const struct server *srv)
-{
-	/* Each client may need a second descriptor for its exchange, each pipe two. */
-	uint64_t taken = FDS_RESERVED + 2 * (uint64_t)srv->nclients + 2 * kp_stats.pipes_open;
-
-	return srv->fd_limit > taken ? (size_t)(srv->fd_limit - taken) : 0;
-}
+static void clients_left(struct server *srv);
 
 /*
  * No descriptor for a new client. An idle pooled connection gives way if
@@ -64,7 +44,7 @@ server_idle_fd_budget(const struct server *srv)
 static bool
 out_of_descriptors(struct server *srv, int err)
 {
-	if (server_free_descriptor(srv))
+	if (dispatch_free_descriptor(&srv->dispatch))
 		return true;
 	log_limited(&fds_short_log, KP_LOG_WARN,
 	            "accept: %s; new clients wait %g s (raise the fd limit or lower "
@@ -83,7 +63,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	for (int i = 0; i < ACCEPTS_PER_EVENT && srv->nclients < srv->max_clients; i++) {
+	for (int i = 0; i < ACCEPTS_PER_EVENT && srv->clients.count < srv->max_clients; i++) {
 		union dns_addr peer;
 		socklen_t len = sizeof(peer);
 		int fd = accept4(srv->listen_fd, &peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -100,10 +80,11 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (net_tune(fd, NET_CLIENT, srv->cfg, NULL) < 0)
 			log_debug("client socket options: %s", strerror(errno));
-		client_new(srv, fd, &peer);
+		client_new(&srv->env, &srv->clients, fd, &peer);
+		srv->fds.clients = srv->clients.count;
 	}
 	/* At the cap, leave further clients in the kernel's backlog. */
-	if (srv->nclients >= srv->max_clients)
+	if (srv->clients.count >= srv->max_clients)
 		ev_io_stop(srv->loop, &srv->accept_watcher);
 }
 
@@ -114,18 +95,20 @@ accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	server_client_closed(srv);
+	clients_left(srv);
 }
 
-void
-server_client_closed(struct server *srv)
+/* Clients went away: accepting may resume if the cap held it back, or, when stopping, the loop ends. */
+static void
+clients_left(struct server *srv)
 {
-	if (srv->draining) {
-		if (srv->nclients == 0)
+	srv->fds.clients = srv->clients.count;
+	if (srv->env.draining) {
+		if (srv->clients.count == 0)
 			ev_break(srv->loop, EVBREAK_ALL);
 		return;
 	}
-	if (srv->listen_fd >= 0 && srv->nclients < srv->max_clients &&
+	if (srv->listen_fd >= 0 && srv->clients.count < srv->max_clients &&
 	    !ev_is_active(&srv->accept_watcher) && !ev_is_active(&srv->accept_retry))
 		ev_io_start(srv->loop, &srv->accept_watcher);
 }
@@ -137,8 +120,8 @@ reaper_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	client_reap(srv);
-	upstream_reap(srv);
+	if (client_reap(&srv->clients) > 0)
+		clients_left(srv);
 }
 
 static void
@@ -169,6 +152,7 @@ load_auth(struct server *srv)
 		log_warn("--auth-file %s can be read by every user: chmod o-r it", path);
 	auth_free(srv->auth);
 	srv->auth = fresh;
+	srv->env.auth = fresh;
 	log_info("%u proxy user%s from %s", auth_users(fresh), auth_users(fresh) == 1 ? "" : "s",
 	         path);
 	return 0;
@@ -183,7 +167,7 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)revents;
 	log_info("SIGHUP: reloading");
 	access_log_reopen();
-	srv->nown = policy_own_addresses(srv->own, 64);
+	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	load_auth(srv);
 }
 
@@ -210,8 +194,8 @@ grace_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct server *srv = container_of(w, struct server, grace_timer);
 
 	(void)revents;
-	log_info("grace period over: closing %u client%s", srv->nclients,
-	         srv->nclients == 1 ? "" : "s");
+	log_info("grace period over: closing %u client%s", srv->clients.count,
+	         srv->clients.count == 1 ? "" : "s");
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -228,28 +212,28 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	struct client *c, *next;
 
 	(void)revents;
-	if (srv->draining || srv->cfg->grace <= 0) {
+	if (srv->env.draining || srv->cfg->grace <= 0) {
 		log_info("signal %d: stopping now", w->signum);
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
-	srv->draining = true;
+	srv->env.draining = true;
 	ev_io_stop(loop, &srv->accept_watcher);
 	ev_timer_stop(loop, &srv->accept_retry);
 	net_close(&srv->listen_fd);
-	for (c = srv->clients; c; c = next) {
+	for (c = srv->clients.live; c; c = next) {
 		next = c->next;
 		client_stop_if_idle(c);
 	}
-	if (srv->nclients == 0) {
+	if (srv->clients.count == 0) {
 		log_info("signal %d: stopping", w->signum);
 		ev_break(loop, EVBREAK_ALL);
 		return;
 	}
 	log_info("signal %d: stopping once %u client%s finish%s (at most %g s; signal again to "
 	         "stop now)",
-	         w->signum, srv->nclients, srv->nclients == 1 ? "" : "s",
-	         srv->nclients == 1 ? "es" : "", srv->cfg->grace);
+	         w->signum, srv->clients.count, srv->clients.count == 1 ? "" : "s",
+	         srv->clients.count == 1 ? "es" : "", srv->cfg->grace);
 	ev_timer_set(&srv->grace_timer, srv->cfg->grace, 0.);
 	ev_timer_start(loop, &srv->grace_timer);
 }
@@ -264,7 +248,8 @@ fit_clients_to_fd_limit(struct server *srv, unsigned wanted)
 	struct rlimit rl;
 	rlim_t usable;
 
-	srv->fd_limit = 1024;
+	srv->fds.limit = 1024;
+	srv->fds.reserved = FDS_RESERVED;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return wanted;
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -272,7 +257,7 @@ fit_clients_to_fd_limit(struct server *srv, unsigned wanted)
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
-	srv->fd_limit = rl.rlim_cur == RLIM_INFINITY ? ~0UL : (unsigned long)rl.rlim_cur;
+	srv->fds.limit = rl.rlim_cur == RLIM_INFINITY ? ~0UL : (unsigned long)rl.rlim_cur;
 	usable = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / 2 : 1;
 	if (usable < wanted) {
 		log_info("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
@@ -387,6 +372,8 @@ load_tls(struct server *srv)
 		return -1;
 	}
 	intercept_memory_init(srv->refusals, REFUSAL_MEMORY_SECONDS);
+	srv->env.tls = srv->tls;
+	srv->env.refusals = srv->refusals;
 	log_info("intercepting %u host pattern%s with %s (%s)", srv->cfg->nintercept,
 	         srv->cfg->nintercept == 1 ? "" : "s", srv->cfg->ca_cert, tls_backend_name());
 	return 0;
@@ -400,28 +387,24 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->listen_fd = -1;
+	clock_init(&srv->clock, loop);
+	srv->env.loop = loop;
+	srv->env.clock = &srv->clock;
+	srv->env.cfg = cfg;
+	srv->env.dispatch = &srv->dispatch;
+	srv->env.fds = &srv->fds;
 	srv->max_clients = fit_clients_to_fd_limit(srv, cfg->max_clients);
 	/* Room for the largest head plus the fields the proxy adds to it. */
 	buf_init(cfg->max_header_bytes + 1024);
 	/* Sixteen spare pipes (32 fds) absorb churn without pinning fds for long. */
-	pipes_init(cfg->pipe_size, 16);
-	srv->pool = pool_new(loop, cfg->max_idle_per_host, cfg->max_idle_total,
-	                     upstream_pool_dropped);
-	if (!srv->pool) {
-		log_error("out of memory");
-		return -1;
-	}
-	if (dispatch_init(&srv->dispatch, srv) < 0) {
-		log_error("out of memory");
-		return -1;
-	}
+	pipes_init(cfg->pipe_size, 16, &srv->fds);
 	if (dns_init(loop, cfg) < 0) {
 		log_error("cannot start the resolver thread");
 		return -1;
 	}
 	/* The stats page first: once the proxy's port answers, the page does too. */
 	if (check_upstream_tuning(cfg) < 0 || load_auth(srv) < 0 ||
-	    stats_page_init(&srv->stats_page, srv) < 0)
+	    stats_page_init(&srv->stats_page, &srv->env) < 0)
 		return -1;
 	if (cfg->access_log && access_log_open(loop, cfg->access_log, cfg->log_query) < 0) {
 		log_error("--access-log %s: %s", cfg->access_log, strerror(errno));
@@ -429,7 +412,12 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (cfg->nintercept && load_tls(srv) < 0)
 		return -1;
-	srv->nown = policy_own_addresses(srv->own, 64);
+	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
+	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
+	                  &srv->fds) < 0) {
+		log_error("out of memory");
+		return -1;
+	}
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
 		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
@@ -479,18 +467,11 @@ server_shutdown(struct server *srv)
 		net_close(&srv->listen_fd);
 	}
 	stats_page_shutdown(&srv->stats_page);
-	while (srv->clients)
-		client_close(srv->clients);
+	while (srv->clients.live)
+		client_close(srv->clients.live);
 	/* Connects nobody waits for any more, and the idle pool. */
-	while (srv->upstreams)
-		upstream_close(srv->upstreams);
-	if (srv->pool) {
-		pool_free(srv->pool);
-		srv->pool = NULL;
-	}
 	dispatch_shutdown(&srv->dispatch);
-	client_reap(srv);
-	upstream_reap(srv);
+	client_reap(&srv->clients);
 	dns_shutdown();
 	pipes_shutdown();
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);
@@ -501,6 +482,7 @@ server_shutdown(struct server *srv)
 	ev_signal_stop(srv->loop, &srv->sighup_watcher);
 	auth_free(srv->auth);
 	srv->auth = NULL;
+	srv->env.auth = NULL;
 	tls_free(srv->tls);
 	srv->tls = NULL;
 	free(srv->refusals);

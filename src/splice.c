@@ -15,13 +15,15 @@ static struct {
 	unsigned max_free;
 	unsigned nfree;
 	struct kp_pipe *free;
-} pipes = {65536, 16, 0, NULL};
+	struct fd_budget *fds;
+} pipes = {65536, 16, 0, NULL, NULL};
 
 void
-pipes_init(size_t pipe_size, unsigned max_free)
+pipes_init(size_t pipe_size, unsigned max_free, struct fd_budget *fds)
 {
 	pipes.max_free = max_free;
 	pipes.size = pipe_size ? pipe_size : 65536;
+	pipes.fds = fds;
 }
 
 unsigned
@@ -37,6 +39,8 @@ pipe_close(struct kp_pipe *p)
 	close(p->wr);
 	free(p);
 	kp_stats.pipes_open--;
+	if (pipes.fds)
+		pipes.fds->pipes--;
 }
 
 static struct kp_pipe *
@@ -70,6 +74,8 @@ pipe_get(void)
 		got = fcntl(p->wr, F_GETPIPE_SZ);
 	p->size = got > 0 ? (size_t)got : 4096;
 	kp_stats.pipes_open++;
+	if (pipes.fds)
+		pipes.fds->pipes++;
 	return p;
 }
 
@@ -169,32 +175,40 @@ mover_has_room(const struct mover *m)
 }
 
 static enum move_status
-pull_copy(struct mover *m, int src, size_t max, size_t *moved)
+pull_copy(struct mover *m, struct conn *src, size_t max, size_t *moved)
 {
-	ssize_t n;
-	size_t room;
+	enum move_status r;
 
 	if (!m->buf && !(m->buf = buf_get()))
 		return MOVE_ERROR;
 	if (buf_room(m->buf) == 0)
 		buf_compact(m->buf);
-	room = buf_room(m->buf) < max ? buf_room(m->buf) : max;
-	if (room == 0)
+	if (buf_room(m->buf) == 0)
 		return MOVE_FULL;
-	n = recv(src, buf_tail(m->buf), room, 0);
-	if (n > 0) {
-		m->buf->end += (size_t)n;
-		*moved = (size_t)n;
-		kp_stats.bytes_copied += (uint64_t)n;
-		return MOVE_OK;
+	/* The end's own read: a TLS end decrypts, a memory end copies. */
+	r = conn_read(src, buf_tail(m->buf), buf_room(m->buf) < max ? buf_room(m->buf) : max,
+	              moved);
+	if (r == MOVE_OK) {
+		m->buf->end += *moved;
+		kp_stats.bytes_copied += (uint64_t)*moved;
 	}
-	if (n == 0)
-		return MOVE_EOF;
-	return net_would_block() ? MOVE_AGAIN : MOVE_ERROR;
+	return r;
 }
 
-enum move_status
-mover_pull(struct mover *m, int src, size_t max, size_t *moved)
+/* What a splice from src says about it, in its facts. */
+static void
+note_facts(struct conn *src, enum move_status r)
+{
+	if (r == MOVE_EOF)
+		src->eof = true;
+	else if (r == MOVE_ERROR)
+		src->eof = src->reset = true;
+	else if (r == MOVE_AGAIN)
+		src->readable = false;
+}
+
+static enum move_status
+splice_in(struct mover *m, struct conn *src, size_t max, size_t *moved)
 {
 	size_t room;
 	ssize_t n;
@@ -209,7 +223,7 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 		room = max;
 	if (room == 0 || m->full)
 		return MOVE_FULL;
-	n = splice(src, NULL, m->pipe->wr, NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	n = splice(src->fd, NULL, m->pipe->wr, NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n > 0) {
 		m->in_pipe += (size_t)n;
 		*moved = (size_t)n;
@@ -242,6 +256,22 @@ mover_pull(struct mover *m, int src, size_t max, size_t *moved)
 	return MOVE_AGAIN;
 }
 
+enum move_status
+mover_pull(struct mover *m, struct conn *src, size_t max, size_t *moved)
+{
+	enum move_status r;
+
+	if (src->eof) {
+		*moved = 0;
+		return src->reset ? MOVE_ERROR : MOVE_EOF;
+	}
+	if (m->copy)
+		return pull_copy(m, src, max, moved);
+	r = splice_in(m, src, max, moved);
+	note_facts(src, r);
+	return r;
+}
+
 /* Copy fallback for bytes already in a pipe: through the buffer. */
 static enum move_status
 refill_from_pipe(struct mover *m)
@@ -263,7 +293,7 @@ refill_from_pipe(struct mover *m)
 }
 
 enum move_status
-mover_push(struct mover *m, int dst, size_t *moved)
+mover_push(struct mover *m, struct conn *dst, size_t *moved)
 {
 	ssize_t n;
 
@@ -272,17 +302,17 @@ mover_push(struct mover *m, int dst, size_t *moved)
 	    refill_from_pipe(m) != MOVE_OK)
 		return MOVE_ERROR;
 	if (m->buf && buf_len(m->buf)) {
-		n = send(dst, buf_head(m->buf), buf_len(m->buf), MSG_NOSIGNAL);
+		n = conn_send_two(dst, NULL, 0, buf_head(m->buf), buf_len(m->buf));
 		if (n > 0) {
 			buf_consume(m->buf, (size_t)n);
 			*moved = (size_t)n;
 			return MOVE_OK;
 		}
-		return n < 0 && net_would_block() ? MOVE_AGAIN : MOVE_ERROR;
+		return n == 0 ? MOVE_AGAIN : MOVE_ERROR;
 	}
 	if (m->in_pipe == 0)
 		return MOVE_AGAIN;
-	n = splice(m->pipe->rd, NULL, dst, NULL, m->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	n = splice(m->pipe->rd, NULL, dst->fd, NULL, m->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 	if (n > 0) {
 		m->in_pipe -= (size_t)n;
 		m->full = false;

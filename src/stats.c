@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "kp/log.h"
-#include "kp/pool.h"
 
 struct kp_stats kp_stats;
 
@@ -175,17 +174,8 @@ stats_render_prometheus(struct stats_text *t)
 		       kp_stats.errors[k]);
 }
 
-static void
-json_host(const char *key, size_t idle, void *arg)
-{
-	struct stats_text *t = arg;
-
-	/* Keys are host:port from parsed URLs: no quote or backslash can be in them. */
-	append(t, "%s\"%s\": %zu", t->len && t->data[t->len - 1] == '{' ? "" : ", ", key, idle);
-}
-
 void
-stats_render_json(struct stats_text *t, const struct pool *pool)
+stats_render_json(struct stats_text *t)
 {
 	append(t, "{");
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
@@ -195,7 +185,17 @@ stats_render_json(struct stats_text *t, const struct pool *pool)
 	for (int k = 0; k < KP_ERR_KINDS; k++)
 		append(t, "%s\"%s\": %" PRIu64, k ? ", " : "", kp_error_names[k], kp_stats.errors[k]);
 	append(t, "}, \"idle_per_host\": {");
-	if (pool)
-		pool_each_host(pool, json_host, t);
+}
+
+void
+stats_json_idle_host(struct stats_text *t, const char *key, size_t idle)
+{
+	/* Keys are host:port from parsed URLs: no quote or backslash can be in them. */
+	append(t, "%s\"%s\": %zu", t->len && t->data[t->len - 1] == '{' ? "" : ", ", key, idle);
+}
+
+void
+stats_json_end(struct stats_text *t)
+{
 	append(t, "}}\n");
 }

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "kp/cidr.h"
+#include "kp/config.h"
+#include "kp/dispatch.h"
 #include "kp/dns.h"
 #include "kp/evglue.h"
 #include "kp/http.h"
 #include "kp/log.h"
 #include "kp/net.h"
-#include "kp/server.h"
 #include "kp/stats.h"
 
 /* A scraper sends one short request at once; anything slower is dropped. */
@@ -36,7 +37,7 @@ struct page_conn {
 static void
 page_close(struct page_conn *pc)
 {
-	struct ev_loop *loop = pc->sp->srv->loop;
+	struct ev_loop *loop = pc->sp->env->loop;
 
 	ev_io_stop(loop, &pc->io);
 	ev_timer_stop(loop, &pc->timer);
@@ -75,9 +76,15 @@ respond(struct page_conn *pc, int status, const char *type, struct stats_text *b
 }
 
 static void
+idle_host(const char *key, size_t idle, void *arg)
+{
+	stats_json_idle_host(arg, key, idle);
+}
+
+static void
 answer(struct page_conn *pc)
 {
-	const struct kp_config *cfg = pc->sp->srv->cfg;
+	const struct kp_config *cfg = pc->sp->env->cfg;
 	struct stats_text body = {0};
 	char *eol = memchr(pc->in, '\r', pc->in_len);
 	size_t line = eol ? (size_t)(eol - pc->in) : pc->in_len;
@@ -91,7 +98,9 @@ answer(struct page_conn *pc)
 		respond(pc, body.failed ? 503 : 200, "text/plain; version=0.0.4", &body);
 	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
 	           strncmp(pc->in + 4, "/stats ", 7) == 0) {
-		stats_render_json(&body, pc->sp->srv->pool);
+		stats_render_json(&body);
+		dispatch_each_idle_host(pc->sp->env->dispatch, idle_host, &body);
+		stats_json_end(&body);
 		respond(pc, body.failed ? 503 : 200, "application/json", &body);
 	} else {
 		respond(pc, 404, "text/plain", NULL);
@@ -182,12 +191,12 @@ page_accept(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 int
-stats_page_init(struct stats_page *sp, struct server *srv)
+stats_page_init(struct stats_page *sp, const struct proxy_env *env)
 {
-	const struct kp_config *cfg = srv->cfg;
+	const struct kp_config *cfg = env->cfg;
 
 	memset(sp, 0, sizeof(*sp));
-	sp->srv = srv;
+	sp->env = env;
 	sp->listen_fd = -1;
 	if (!cfg->stats_addr)
 		return 0;
@@ -198,7 +207,7 @@ stats_page_init(struct stats_page *sp, struct server *srv)
 		return -1;
 	}
 	ev_io_init(&sp->accept_watcher, page_accept, sp->listen_fd, EV_READ);
-	ev_io_start(srv->loop, &sp->accept_watcher);
+	ev_io_start(env->loop, &sp->accept_watcher);
 	log_info("stats page on %s port %u: /metrics, /stats", cfg->stats_addr, cfg->stats_port);
 	return 0;
 }
@@ -207,7 +216,7 @@ void
 stats_page_shutdown(struct stats_page *sp)
 {
 	if (sp->listen_fd >= 0) {
-		ev_io_stop(sp->srv->loop, &sp->accept_watcher);
+		ev_io_stop(sp->env->loop, &sp->accept_watcher);
 		net_close(&sp->listen_fd);
 	}
 	while (sp->conns)

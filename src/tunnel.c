@@ -1,7 +1,6 @@
 #include "kp/tunnel.h"
 
 #include <stdint.h>
-#include <sys/socket.h>
 
 /* Bytes one direction may read per call before yielding to other connections. */
 #define TUNNEL_BUDGET (1u << 20)
@@ -30,7 +29,7 @@ tunnel_release(struct tunnel *t)
  * happen, since nothing else would bring the loop back for them.
  */
 static enum tunnel_status
-pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
+pump_direction(struct tunnel_dir *d, struct conn *src, struct conn *dst, uint64_t *moved)
 {
 	uint64_t budget = TUNNEL_BUDGET;
 	size_t n;
@@ -55,7 +54,7 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 		}
 		if (d->state == TUNNEL_DRAINING && !mover_held(&d->mover)) {
 			/* Everything before the EOF is delivered: pass the EOF on. */
-			if (shutdown(dst, SHUT_WR) < 0)
+			if (conn_shutdown_write(dst) < 0)
 				return TUNNEL_FAILED;
 			d->state = TUNNEL_SHUT;
 		}
@@ -82,11 +81,11 @@ pump_direction(struct tunnel_dir *d, int src, int dst, uint64_t *moved)
 }
 
 enum tunnel_status
-tunnel_pump(struct tunnel *t, int client_fd, int origin_fd, uint64_t *moved)
+tunnel_pump(struct tunnel *t, struct conn *client, struct conn *origin, uint64_t *moved)
 {
 	*moved = 0;
-	if (pump_direction(&t->to_origin, client_fd, origin_fd, moved) == TUNNEL_FAILED ||
-	    pump_direction(&t->to_client, origin_fd, client_fd, moved) == TUNNEL_FAILED)
+	if (pump_direction(&t->to_origin, client, origin, moved) == TUNNEL_FAILED ||
+	    pump_direction(&t->to_client, origin, client, moved) == TUNNEL_FAILED)
 		return TUNNEL_FAILED;
 	if (t->to_origin.state == TUNNEL_SHUT && t->to_client.state == TUNNEL_SHUT)
 		return TUNNEL_FINISHED;

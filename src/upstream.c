@@ -1,15 +1,11 @@
 #include "kp/upstream.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "kp/dispatch.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
-#include "kp/policy.h"
-#include "kp/server.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
 
@@ -34,7 +30,7 @@ static const char *const state_names[] = {
 static void
 set_state(struct upstream *up, enum upstream_state next)
 {
-	log_trace("upstream %s fd %d: %s -> %s", up->key, up->conn.fd, state_names[up->state],
+	log_trace("upstream %s fd %d: %s -> %s", up->key, up->src.conn.fd, state_names[up->state],
 	          state_names[next]);
 	up->state = next;
 }
@@ -44,7 +40,7 @@ close_attempt(struct upstream *up, struct connect_attempt *a)
 {
 	if (a->fd < 0)
 		return;
-	ev_io_stop(up->srv->loop, &a->wio);
+	ev_io_stop(up->ctx->loop, &a->wio);
 	net_close(&a->fd);
 	up->attempts_open--;
 }
@@ -54,195 +50,69 @@ close_attempts(struct upstream *up)
 {
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
 		close_attempt(up, &up->attempts[i]);
-	ev_timer_stop(up->srv->loop, &up->connect_timer);
+	ev_timer_stop(up->ctx->loop, &up->connect_timer);
 }
 
 void
 upstream_close(struct upstream *up)
 {
-	enum upstream_state was = up->state;
-
-	if (was == UPSTREAM_CLOSED)
+	if (up->state == UPSTREAM_CLOSED)
 		return;
-	/* First, while the state still says what the connection was counted as. */
-	dispatch_connection_gone(up);
-	if (was == UPSTREAM_IDLE) {
-		pool_remove(&up->idle);
-		kp_stats.pool_idle--;
-	}
 	dns_cancel(&up->dns);
 	close_attempts(up);
-	conn_close(&up->conn);
-	buf_put(up->in);
-	up->in = NULL;
-	up->user = NULL;
+	conn_close(&up->src.conn);
+	buf_put(up->src.in);
+	up->src.in = NULL;
+	up->src.reader = NULL;
 	set_state(up, UPSTREAM_CLOSED);
-	kp_stats.upstreams_open--;
-	if (up->prev)
-		up->prev->next = up->next;
-	else
-		up->srv->upstreams = up->next;
-	if (up->next)
-		up->next->prev = up->prev;
-	/* Freed later: a caller up the stack may still hold the pointer. */
-	up->dead_next = up->srv->dead_upstreams;
-	up->srv->dead_upstreams = up;
+	up->ctx->ops->gone(up);
 }
+
+/* ---- between exchanges ---------------------------------------------------- */
 
 void
-upstream_reap(struct server *srv)
-{
-	while (srv->dead_upstreams) {
-		struct upstream *up = srv->dead_upstreams;
-
-		srv->dead_upstreams = up->dead_next;
-		free(up);
-	}
-}
-
-void
-upstream_watch(struct upstream *up, bool readable, bool writable)
-{
-	conn_watch(&up->conn, readable, writable);
-}
-
-/* ---- idle in the pool ----------------------------------------------------- */
-
-void
-upstream_pool_dropped(struct pool_entry *e, enum pool_drop_reason why)
-{
-	struct upstream *up = container_of(e, struct upstream, idle);
-
-	if (why == POOL_DROP_EXPIRED)
-		kp_stats.pool_expired++;
-	else
-		kp_stats.pool_evicted++;
-	log_debug("upstream %s fd %d: %s", up->key, up->conn.fd,
-	          why == POOL_DROP_EXPIRED ? "idle timeout" : "evicted by a pool cap");
-	upstream_close(up);
-}
-
-static double
-idle_timeout_for(const struct upstream *up)
-{
-	double t = up->srv->cfg->idle_timeout;
-
-	/*
-	 * Never outstay the origin's own hint: a second of margin, because the
-	 * origin's clock started when it sent the response, before ours did.
-	 */
-	if (up->keep_alive_hint >= 0) {
-		double hint = up->keep_alive_hint > 1 ? up->keep_alive_hint - 1 : up->keep_alive_hint / 2;
-
-		if (hint < t)
-			t = hint;
-	}
-	return t;
-}
-
-/*
- * How many idle connections the descriptor budget (two a client) affords
- * now: one for every connected client that holds no upstream, since each of
- * them may send its next request any moment. This one's client is counted
- * as holding it still, which errs by one on the safe side.
- */
-static size_t
-idle_ceiling(void)
-{
-	uint64_t busy = kp_stats.upstreams_open - kp_stats.pool_idle;
-
-	return kp_stats.clients_active > busy ? (size_t)(kp_stats.clients_active - busy) : 0;
-}
-
-void
-upstream_park(struct upstream *up)
-{
-	double timeout = idle_timeout_for(up);
-	size_t budget;
-
-	up->user = NULL;
-	/* Unforwarded bytes or a deadline already gone mean it is not clean enough. */
-	if ((up->in && buf_len(up->in)) || timeout <= 0) {
-		upstream_close(up);
-		return;
-	}
-	buf_put(up->in);
-	up->in = NULL;
-	/* Clients come first: keep no more idle connections than descriptors allow. */
-	budget = server_idle_fd_budget(up->srv);
-	while (pool_count(up->srv->pool) > 0 && pool_count(up->srv->pool) >= budget)
-		server_free_descriptor(up->srv);
-	if (budget == 0) {
-		upstream_close(up);
-		return;
-	}
-	pool_set_ceiling(up->srv->pool, idle_ceiling());
-	if (!pool_put(up->srv->pool, up->key, &up->idle, timeout)) {
-		upstream_close(up);
-		return;
-	}
-	kp_stats.pool_idle++;
-	set_state(up, UPSTREAM_IDLE);
-	/* While idle, readability means the origin closed it (or spoke unasked). */
-	upstream_watch(up, true, false);
-	log_debug("upstream %s fd %d: idle, kept %.1fs", up->key, up->conn.fd, timeout);
-}
-
-void
-upstream_release(struct upstream *up, bool reusable)
-{
-	up->user = NULL;
-	up->exchanges++;
-	if (!reusable || (up->in && buf_len(up->in))) {
-		upstream_close(up);
-		return;
-	}
-	upstream_watch(up, false, false);
-	dispatch_connection_free(up);
-}
-
-void
-upstream_hand_to(struct upstream *up, struct upstream_waiter *w)
+upstream_begin(struct upstream *up)
 {
 	set_state(up, UPSTREAM_BUSY);
-	up->user = w;
-	up->trigger = NULL;
-	up->reused = up->exchanges > 0;
-	up->keep_alive_hint = -1;
+	up->src.reused = up->exchanges > 0;
+	up->src.keep_alive_hint = -1;
 	/*
 	 * A request not yet sent has no answer waiting: reading now would only
 	 * cost a recv() that says EAGAIN. Readiness arrives as an event.
 	 */
-	conn_clear_facts(&up->conn);
-	upstream_watch(up, false, false);
-	http_parser_start(&up->parser, &up->head);
+	conn_clear_facts(&up->src.conn);
+	conn_watch(&up->src.conn, false, false);
+	http_parser_start(&up->src.parser, &up->src.head);
 }
 
-static bool
-idle_usable(struct upstream *up)
+bool
+upstream_end(struct upstream *up)
 {
-	if (conn_idle_alive(&up->conn))
+	up->src.reader = NULL;
+	up->exchanges++;
+	conn_watch(&up->src.conn, false, false);
+	/* Bytes behind the response are an answer to nothing: the stream is out of step. */
+	return !up->src.in || buf_len(up->src.in) == 0;
+}
+
+void
+upstream_idle(struct upstream *up)
+{
+	buf_put(up->src.in);
+	up->src.in = NULL;
+	set_state(up, UPSTREAM_IDLE);
+	/* While idle, readability means the origin closed it (or spoke unasked). */
+	conn_watch(&up->src.conn, true, false);
+}
+
+bool
+upstream_usable(struct upstream *up)
+{
+	if (conn_idle_alive(&up->src.conn))
 		return true;
-	log_debug("upstream %s fd %d: dead at reuse (peek)", up->key, up->conn.fd);
+	log_debug("upstream %s fd %d: dead at reuse (peek)", up->key, up->src.conn.fd);
 	kp_stats.upstream_stale++;
 	return false;
-}
-
-struct upstream *
-upstream_take_pooled(struct server *srv, const char *key)
-{
-	struct pool_entry *e;
-
-	while ((e = pool_take(srv->pool, key)) != NULL) {
-		struct upstream *up = container_of(e, struct upstream, idle);
-
-		kp_stats.pool_idle--;
-		set_state(up, UPSTREAM_BUSY);
-		if (idle_usable(up))
-			return up;
-		upstream_close(up);
-	}
-	return NULL;
 }
 
 /* ---- connecting (RFC 8305) ------------------------------------------------ */
@@ -275,13 +145,13 @@ fail(struct upstream *up)
 	if (up->refused != up->addrs.count)
 		kp_stats.errors[KP_ERR_CONNECT]++;
 	if (up->refused == up->addrs.count)
-		dispatch_connect_failed(up, 403,
-		                        "the destination is not reachable from your network "
-		                        "through this proxy (see --allow-dest)");
+		up->ctx->ops->failed(up, 403,
+		                     "the destination is not reachable from your network "
+		                     "through this proxy (see --allow-dest)");
 	else if (err == ETIMEDOUT)
-		dispatch_connect_failed(up, 504, "timed out connecting to the origin");
+		up->ctx->ops->failed(up, 504, "timed out connecting to the origin");
 	else
-		dispatch_connect_failed(up, 502, err ? strerror(err) : "cannot connect to the origin");
+		up->ctx->ops->failed(up, 502, err ? strerror(err) : "cannot connect to the origin");
 }
 
 /* ---- TLS with the origin -------------------------------------------------- */
@@ -298,27 +168,27 @@ tls_failed(struct upstream *up, const char *why)
 	kp_stats.upstream_connect_failures++;
 	kp_stats.errors[KP_ERR_TLS]++;
 	log_limited(&failures, KP_LOG_INFO, "upstream %s: %s", up->key, text);
-	dispatch_connect_failed(up, 502, text);
+	up->ctx->ops->failed(up, 502, text);
 }
 
 static void
 handshake_step(struct upstream *up)
 {
-	switch (tls_handshake(up->conn.tls)) {
+	switch (tls_handshake(up->src.conn.tls)) {
 	case TLS_STEP_DONE:
-		ev_timer_stop(up->srv->loop, &up->connect_timer);
+		ev_timer_stop(up->ctx->loop, &up->connect_timer);
 		set_state(up, UPSTREAM_BUSY);
-		upstream_watch(up, false, false);
-		dispatch_connection_free(up);
+		conn_watch(&up->src.conn, false, false);
+		up->ctx->ops->ready(up);
 		break;
 	case TLS_STEP_WANT_READ:
-		upstream_watch(up, true, false);
+		conn_watch(&up->src.conn, true, false);
 		break;
 	case TLS_STEP_WANT_WRITE:
-		upstream_watch(up, false, true);
+		conn_watch(&up->src.conn, false, true);
 		break;
 	case TLS_STEP_FAILED:
-		tls_failed(up, tls_failure(up->conn.tls));
+		tls_failed(up, tls_failure(up->src.conn.tls));
 		break;
 	}
 }
@@ -328,17 +198,18 @@ static void
 start_tls(struct upstream *up)
 {
 	const char *why = NULL;
-	struct tls_session *s = tls_connect(up->srv->tls, up->conn.fd, up->host_name, up->key, &why);
+	struct tls_session *s = tls_connect(up->ctx->tls, up->src.conn.fd, up->host_name, up->key,
+	                                    &why);
 
 	if (!s) {
 		tls_failed(up, why);
 		return;
 	}
-	tls_attach(&up->conn, s);
+	tls_attach(&up->src.conn, s);
 	set_state(up, UPSTREAM_HANDSHAKING);
-	ev_timer_stop(up->srv->loop, &up->connect_timer);
-	ev_timer_set(&up->connect_timer, up->srv->cfg->connect_timeout, 0.);
-	ev_timer_start(up->srv->loop, &up->connect_timer);
+	ev_timer_stop(up->ctx->loop, &up->connect_timer);
+	ev_timer_set(&up->connect_timer, up->ctx->cfg->connect_timeout, 0.);
+	ev_timer_start(up->ctx->loop, &up->connect_timer);
 	handshake_step(up);
 }
 
@@ -352,11 +223,11 @@ won(struct upstream *up, struct connect_attempt *a)
 	char addr[64];
 	int fd = a->fd;
 
-	ev_io_stop(up->srv->loop, &a->wio);
+	ev_io_stop(up->ctx->loop, &a->wio);
 	a->fd = -1;
 	up->attempts_open--;
 	close_attempts(up);
-	conn_set_fd(&up->conn, fd);
+	conn_set_fd(&up->src.conn, fd);
 	log_debug("upstream %s fd %d: connected to %s", up->key, fd,
 	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
 	if (up->tls) {
@@ -364,7 +235,7 @@ won(struct upstream *up, struct connect_attempt *a)
 		return;
 	}
 	set_state(up, UPSTREAM_BUSY);
-	dispatch_connection_free(up);
+	up->ctx->ops->ready(up);
 }
 
 /* When the connect timer should fire next: a stagger or a deadline. */
@@ -382,12 +253,12 @@ arm_connect_timer(struct upstream *up)
 		if (a->fd >= 0 && (at == 0 || a->deadline < at))
 			at = a->deadline;
 	}
-	ev_timer_stop(up->srv->loop, &up->connect_timer);
+	ev_timer_stop(up->ctx->loop, &up->connect_timer);
 	if (at == 0)
 		return;
-	at -= ev_now(up->srv->loop);
+	at -= ev_now(up->ctx->loop);
 	ev_timer_set(&up->connect_timer, at > 0 ? at : 0., 0.);
-	ev_timer_start(up->srv->loop, &up->connect_timer);
+	ev_timer_start(up->ctx->loop, &up->connect_timer);
 }
 
 /* An attempt ended without a connection; the next address starts at once. */
@@ -400,7 +271,7 @@ attempt_failed(struct upstream *up, struct connect_attempt *a, int err)
 	log_debug("upstream %s: connect %s: %s", up->key,
 	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)), strerror(err));
 	close_attempt(up, a);
-	up->next_attempt_at = ev_now(up->srv->loop);
+	up->next_attempt_at = ev_now(up->ctx->loop);
 	start_attempts(up);
 }
 
@@ -440,8 +311,8 @@ start_one(struct upstream *up, struct connect_attempt *a)
 			sa->in6.sin6_port = htons(up->port);
 		else
 			sa->in.sin_port = htons(up->port);
-		if (!policy_dest_allowed(up->srv->cfg, up->srv->own, up->srv->nown, up->restricted,
-		                         &sa->sa)) {
+		if (!policy_dest_allowed(up->ctx->cfg, up->ctx->own->addr, up->ctx->own->count,
+		                         up->restricted, &sa->sa)) {
 			static struct log_limit refusals = LOG_LIMIT(1);
 
 			log_limited(&refusals, KP_LOG_INFO, "upstream %s: %s refused by the "
@@ -450,11 +321,11 @@ start_one(struct upstream *up, struct connect_attempt *a)
 			up->last_error = EACCES;
 			continue;
 		}
-		a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
+		a->fd = net_connect_start(&sa->sa, len, up->ctx->cfg);
 		/* Out of descriptors: an idle connection gives way, once per attempt. */
 		if (a->fd < 0 && (errno == EMFILE || errno == ENFILE) &&
-		    server_free_descriptor(up->srv))
-			a->fd = net_connect_start(&sa->sa, len, up->srv->cfg);
+		    up->ctx->ops->need_descriptor(up))
+			a->fd = net_connect_start(&sa->sa, len, up->ctx->cfg);
 		if (a->fd < 0) {
 			up->last_error = errno;
 			log_debug("upstream %s: connect %s: %s", up->key,
@@ -464,11 +335,11 @@ start_one(struct upstream *up, struct connect_attempt *a)
 		kp_stats.upstream_connects++;
 		a->addr = i;
 		a->up = up;
-		a->deadline = ev_now(up->srv->loop) + up->srv->cfg->connect_timeout;
+		a->deadline = ev_now(up->ctx->loop) + up->ctx->cfg->connect_timeout;
 		ev_io_init(&a->wio, attempt_cb, a->fd, EV_WRITE);
-		ev_io_start(up->srv->loop, &a->wio);
+		ev_io_start(up->ctx->loop, &a->wio);
 		up->attempts_open++;
-		up->next_attempt_at = ev_now(up->srv->loop) + ATTEMPT_DELAY;
+		up->next_attempt_at = ev_now(up->ctx->loop) + ATTEMPT_DELAY;
 		return true;
 	}
 	return false;
@@ -486,7 +357,7 @@ start_attempts(struct upstream *up)
 	struct connect_attempt *a;
 
 	if (up->next_addr < up->addrs.count &&
-	    (up->attempts_open == 0 || ev_now(up->srv->loop) >= up->next_attempt_at - 0.001) &&
+	    (up->attempts_open == 0 || ev_now(up->ctx->loop) >= up->next_attempt_at - 0.001) &&
 	    (a = free_attempt_slot(up)) != NULL)
 		start_one(up, a);
 	if (up->attempts_open == 0) {
@@ -507,7 +378,7 @@ connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (up->state == UPSTREAM_HANDSHAKING) {
 		kp_stats.upstream_connect_failures++;
 		kp_stats.errors[KP_ERR_TIMEOUT]++;
-		dispatch_connect_failed(up, 504, "timed out in the TLS handshake with the origin");
+		up->ctx->ops->failed(up, 504, "timed out in the TLS handshake with the origin");
 		return;
 	}
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
@@ -536,7 +407,7 @@ resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 		         dns_error_text(error));
 		kp_stats.upstream_connect_failures++;
 		kp_stats.errors[KP_ERR_UNRESOLVED]++;
-		dispatch_connect_failed(up, 502, why);
+		up->ctx->ops->failed(up, 502, why);
 		return;
 	}
 	up->addrs = *addrs;
@@ -550,11 +421,12 @@ resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 static void
 io_event(struct conn *c, int revents)
 {
-	struct upstream *up = container_of(c, struct upstream, conn);
+	struct upstream *up = container_of(c, struct upstream, src.conn);
 
 	switch (up->state) {
 	case UPSTREAM_BUSY:
-		up->user->event(up->user, revents);
+		if (up->src.reader)
+			up->src.reader->event(up->src.reader, revents);
 		break;
 	case UPSTREAM_IDLE:
 		/* TLS: a session ticket arriving late is housekeeping, not a close. */
@@ -574,33 +446,26 @@ io_event(struct conn *c, int revents)
 	}
 }
 
-struct upstream *
-upstream_open(struct server *srv, const char *host, uint16_t port, const char *key, bool tls)
+void
+upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
+              uint16_t port, const char *key, bool tls, bool restricted)
 {
-	struct upstream *up = calloc(1, sizeof(*up));
-
-	if (!up)
-		return NULL;
-	kp_stats.upstreams_open++;
-	up->srv = srv;
-	up->next = srv->upstreams;
-	if (srv->upstreams)
-		srv->upstreams->prev = up;
-	srv->upstreams = up;
+	memset(up, 0, sizeof(*up));
+	up->ctx = ctx;
 	up->port = port;
-	up->keep_alive_hint = -1;
 	up->tls = tls;
+	up->restricted = restricted;
+	up->src.keep_alive_hint = -1;
 	snprintf(up->host_name, sizeof(up->host_name), "%s", host);
 	snprintf(up->key, sizeof(up->key), "%s", key);
-	conn_init(&up->conn, srv->loop, -1, &conn_tcp_ops, io_event);
+	conn_init(&up->src.conn, ctx->loop, -1, &conn_tcp_ops, io_event);
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
 		up->attempts[i].fd = -1;
 	ev_init(&up->connect_timer, connect_timer_cb);
 	up->dns.done = resolved;
-	http_parser_init(&up->parser, HTTP_RESPONSE, srv->cfg->max_header_bytes,
-	                 srv->cfg->max_header_bytes);
+	http_parser_init(&up->src.parser, HTTP_RESPONSE, ctx->cfg->max_header_bytes,
+	                 ctx->cfg->max_header_bytes);
 	up->state = UPSTREAM_RESOLVING;
-	return up;
 }
 
 void

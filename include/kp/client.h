@@ -14,11 +14,24 @@
 #include "kp/buf.h"
 #include "kp/conn.h"
 #include "kp/dns.h"
+#include "kp/env.h"
 #include "kp/exchange.h"
 #include "kp/http.h"
 
-struct server;
+struct client;
+struct intercepted;
 struct tls_session;
+
+/*
+ * The clients of a listener, owned by whoever accepts them: the live ones
+ * (for shutdown and draining) and those closed during this loop iteration,
+ * freed by client_reap() once every callback of the iteration has returned.
+ */
+struct client_list {
+	struct client *live;
+	struct client *dead;
+	unsigned count;               /* live */
+};
 
 enum client_state {
 	CLIENT_READING_HEAD,     /* between requests, or part of a head read */
@@ -33,11 +46,13 @@ enum client_state {
 struct client {
 	enum client_state state;
 	struct conn conn;             /* the client's socket; conn.eof: it shut its sending side */
-	ev_timer timer;               /* one deadline, recomputed from last_activity */
+	ev_timer timer;               /* one deadline, recomputed from last_activity; off while
+	                               * the exchange keeps its own (forwarding, tunnel) */
 	ev_tstamp last_activity;
 	ev_tstamp head_started;       /* first byte of the head being read; 0: none yet */
-	struct server *srv;
-	struct client *prev, *next;   /* the server's live list */
+	const struct proxy_env *env;
+	struct client_list *list;
+	struct client *prev, *next;   /* the list's live clients */
 	struct client *dead_next;
 	struct buf *in;               /* bytes from the client; NULL when idle */
 	struct buf *out;              /* a response head or local response to send */
@@ -48,18 +63,20 @@ struct client {
 	union dns_addr peer;
 	/*
 	 * Intercepted (--intercept): the CONNECT's host and port, where every
-	 * request inside goes; NULL for a plain client.
+	 * request inside goes, and their dispatch key; NULL for a plain client.
 	 */
-	struct http_target *origin;
+	struct intercepted *intercepted;
 	struct tls_session *handshake;   /* made for the client, in use once the 200 is sent */
 };
 
 /* Takes over an accepted socket. Returns NULL (and closes fd) on failure. */
-struct client *client_new(struct server *srv, int fd, const union dns_addr *peer);
+struct client *client_new(const struct proxy_env *env, struct client_list *list, int fd,
+                          const union dns_addr *peer);
 /* Closes at once, whatever is in flight (shutdown). */
 void client_close(struct client *c);
 /* Stopping: closes c if no request is in flight; otherwise it closes after its response. */
 void client_stop_if_idle(struct client *c);
-void client_reap(struct server *srv);
+/* Frees the clients closed since the last call; how many. */
+unsigned client_reap(struct client_list *list);
 
 #endif

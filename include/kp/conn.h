@@ -6,8 +6,8 @@
  * The exchange (exchange.h) and the tunnel code only ever talk to ends. A
  * plain TCP end reads and writes its socket and may be spliced; a later TLS
  * end supplies its own operations and says it cannot be spliced, and
- * nothing above it changes. A read-ahead fetch can land in a memory end the
- * same way.
+ * nothing above it changes. A memory end (memconn.h) has no socket at all:
+ * it moves bytes to and from a buffer and raises its own readiness.
  *
  * The facts (EOF, reset, readable, write failed) belong to the end, not to
  * whatever is relaying through it, so a request retried on a fresh
@@ -24,9 +24,17 @@
 #include <ev.h>
 
 #include "kp/buf.h"
-#include "kp/splice.h"
 
 struct conn;
+
+/* What became of an attempt to move bytes. */
+enum move_status {
+	MOVE_OK,       /* *moved > 0 bytes moved */
+	MOVE_AGAIN,    /* the source has nothing now / the destination takes nothing now */
+	MOVE_FULL,     /* nowhere to put more until what is held is delivered */
+	MOVE_EOF,      /* the source is at end of stream */
+	MOVE_ERROR,    /* errno says why */
+};
 
 /* What the owner is told when the socket is ready; revents is EV_READ/EV_WRITE. */
 typedef void (*conn_io_fn)(struct conn *c, int revents);
@@ -52,6 +60,11 @@ struct conn_ops {
 	void (*end_writes)(struct conn *c);
 	/* Frees what the layer holds; the socket is closed after. NULL: nothing. */
 	void (*release)(struct conn *c);
+	/*
+	 * An end without a socket (memory) says itself when it is ready,
+	 * instead of through the two watchers. NULL: the socket's watchers.
+	 */
+	void (*watch)(struct conn *c, bool readable, bool writable);
 	/* Bytes come straight from the socket, so splice(2) may move them. */
 	bool can_splice;
 };
@@ -62,7 +75,7 @@ extern const struct conn_ops conn_tcp_ops;
 struct tls_session;
 
 struct conn {
-	int fd;                      /* -1 when closed */
+	int fd;                      /* -1 when closed, or for an end without a socket */
 	ev_io rio, wio;              /* both call on_io; neither runs unless asked for */
 	struct ev_loop *loop;
 	const struct conn_ops *ops;
@@ -92,7 +105,7 @@ void conn_clear_facts(struct conn *c);
 void conn_watch(struct conn *c, bool readable, bool writable);
 /* Stops both watchers and closes the socket, once (and frees any layer on it). */
 void conn_close(struct conn *c);
-/* Sends what the layer owes before a half-close, then shuts writes. -1 with errno. */
+/* Sends what the layer owes before a half-close, then shuts writes (a socket's). -1 with errno. */
 int conn_shutdown_write(struct conn *c);
 /* Is this idle connection still fit for a request? */
 static inline bool
@@ -100,6 +113,13 @@ conn_idle_alive(struct conn *c)
 {
 	return c->ops->idle_alive(c);
 }
+
+/*
+ * Reads at most len bytes into p through the end's operations, learning its
+ * facts: MOVE_OK with *got > 0, MOVE_AGAIN (readable cleared), MOVE_FULL
+ * (len 0), MOVE_EOF or MOVE_ERROR (EOF and reset set).
+ */
+enum move_status conn_read(struct conn *c, void *p, size_t len, size_t *got);
 
 /*
  * Reads into b, making room by compacting first. MOVE_OK with *got > 0,

@@ -1,5 +1,6 @@
 /*
- * Which request gets which upstream connection.
+ * The proxy's connections to origins: which request gets which connection,
+ * the idle pool, and every connection's life from open to free.
  *
  * A request for host:port takes the freshest live idle connection if there
  * is one. Otherwise it joins that host's queue and, if the per-host limit
@@ -12,47 +13,63 @@
  * pool for the next request.
  *
  * CONNECT tunnels and retries after a stale pooled connection skip all of
- * that: they get a fresh connection of their own (DISPATCH_FRESH).
+ * that: they get a fresh connection of their own (DISPATCH_FRESH). Requests
+ * the proxy makes on its own behalf (DISPATCH_BACKGROUND) come last: they
+ * take only a connection no client request wants, never start a connect,
+ * and never hold a connection against the per-host cap when a client
+ * request needs one.
  *
  * Answers come through the waiter embedded in the requester, possibly before
- * dispatch_request() returns. A connect failure goes to the request whose
- * arrival started it, if that one is still waiting; a request that leaves
- * (dispatch_cancel) disturbs nobody else.
+ * dispatch_request() returns: a connection as a source (source.h), given
+ * back through the source's own operations. A connect failure goes to the
+ * request whose arrival started it, if that one is still waiting; a request
+ * that leaves (dispatch_cancel) disturbs nobody else.
+ *
+ * Connections are the pool's (upstream.h): it hears what becomes of each
+ * through the ops it gave it, never the other way round. A closed
+ * connection is freed once per loop iteration, so no caller up the stack
+ * holds a freed one.
  */
 #ifndef KP_DISPATCH_H
 #define KP_DISPATCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <ev.h>
 
+#include "kp/budget.h"
+#include "kp/clock.h"
+#include "kp/config.h"
+#include "kp/source.h"
 #include "kp/table.h"
+#include "kp/upstream.h"
 
-struct server;
-struct upstream;
 struct dispatch_host;
+struct dispatch_conn;
+struct pool;
 
-struct upstream_waiter {
-	/* A connection is now the waiter's: BUSY, to use and give back. */
-	void (*ready)(struct upstream_waiter *w, struct upstream *up);
-	/* No connection will come: answer the client with status. */
-	void (*failed)(struct upstream_waiter *w, int status, const char *why);
-	/* The connection it holds is readable or writable (EV_READ/EV_WRITE). */
-	void (*event)(struct upstream_waiter *w, int revents);
+struct dispatch_waiter {
+	/* A connection is now the waiter's: BUSY, to use and give back through src->ops. */
+	void (*ready)(struct dispatch_waiter *w, struct source *src);
+	/* No connection will come: answer with status. */
+	void (*failed)(struct dispatch_waiter *w, int status, const char *why);
 
 	/* Dispatch's own, while waiting. */
 	struct dispatch_host *host;          /* queued here, or NULL */
-	struct upstream_waiter *prev, *next; /* the host's queue, oldest first */
-	struct upstream *connect;            /* a connect started for it, still on its way */
+	struct dispatch_waiter *prev, *next; /* the host's queue, oldest first */
+	struct dispatch_conn *connect;       /* a connect started for it, still on its way */
 	ev_tstamp since;                     /* when it started waiting */
 	int source;                          /* enum dispatch_source of the last answer */
+	bool background;                     /* in the host's background queue */
 };
 
 enum dispatch_how {
-	DISPATCH_ANY,     /* a pooled, freed or new connection, whichever is first */
-	DISPATCH_FRESH,   /* a new connection of its own, never pooled before */
-	DISPATCH_TUNNEL,  /* the same, and never to be pooled: not counted per host */
+	DISPATCH_ANY,        /* a pooled, freed or new connection, whichever is first */
+	DISPATCH_FRESH,      /* a new connection of its own, never pooled before */
+	DISPATCH_TUNNEL,     /* the same, and never to be pooled: not counted per host */
+	DISPATCH_BACKGROUND, /* the proxy's own request: a pooled or freed one nobody else wants */
 };
 
 /* How a request ended up with its connection, for the counters and logs. */
@@ -64,16 +81,30 @@ enum dispatch_source {
 };
 
 struct dispatch {
-	struct server *srv;
+	struct upstream_context up_ctx;      /* what its connections share; their ops are dispatch's */
+	struct clock *clock;
+	const struct kp_config *cfg;
+	struct fd_budget *fds;               /* its idle count is kept here */
+	struct pool *pool;                   /* idle connections */
 	struct table hosts;                  /* struct dispatch_host by key */
 	struct dispatch_host *to_check;      /* hosts whose queue may want new connects */
-	ev_prepare checker;                  /* runs them once per loop iteration */
+	ev_prepare checker;                  /* once per loop iteration: those hosts, then the dead */
 	unsigned max_per_host;               /* connections per host:port, 0: no cap */
 	bool race;                           /* false: a request waits only for its own connect */
+	struct dispatch_conn *live;          /* every open connection, for shutdown */
+	struct dispatch_conn *dead;          /* closed this iteration, freed by the checker */
+	unsigned open;                       /* connections open: connecting, busy or idle */
+	unsigned idle;                       /* ... of those, idle in the pool */
 };
 
-int dispatch_init(struct dispatch *d, struct server *srv);
-/* Fails every waiter (503) and frees the hosts; connections are the caller's. */
+/*
+ * Starts the pool. own: this machine's addresses for the destination rules;
+ * tls: for https origins (NULL: none). -1 when memory is exhausted.
+ */
+int dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
+                  const struct kp_config *cfg, struct tls *tls, const struct own_addresses *own,
+                  struct fd_budget *fds);
+/* Fails every waiter (503), closes every connection and frees them. */
 void dispatch_shutdown(struct dispatch *d);
 
 /* Where a request goes, and which connections may carry it. */
@@ -95,32 +126,33 @@ struct dispatch_target {
 	bool restricted;
 };
 
-void dispatch_request(struct dispatch *d, struct upstream_waiter *w,
+void dispatch_request(struct dispatch *d, struct dispatch_waiter *w,
                       const struct dispatch_target *t, enum dispatch_how how);
 /* w no longer wants a connection: leaves the queue; its connect goes on unbound. */
-void dispatch_cancel(struct upstream_waiter *w);
+void dispatch_cancel(struct dispatch_waiter *w);
 
 static inline bool
-dispatch_waiting(const struct upstream_waiter *w)
+dispatch_waiting(const struct dispatch_waiter *w)
 {
 	return w->host != NULL || w->connect != NULL;
 }
 
 /* Is w in a host's queue (as opposed to waiting for a connect of its own)? */
 static inline bool
-dispatch_queued(const struct upstream_waiter *w)
+dispatch_queued(const struct dispatch_waiter *w)
 {
 	return w->host != NULL;
 }
 
 /*
- * The upward interface of upstream.c, the only calls it makes by name: a
- * connection is free for the next request (a connect completed, or an
- * exchange finished and left it reusable); a connect failed for good; a
- * counted connection is gone (closed, or turned into a tunnel).
+ * Descriptors ran out (EMFILE or ENFILE): closes the oldest idle pooled
+ * connection, since a client or a busy exchange needs the descriptor more.
+ * False when none was idle.
  */
-void dispatch_connection_free(struct upstream *up);
-void dispatch_connect_failed(struct upstream *up, int status, const char *why);
-void dispatch_connection_gone(struct upstream *up);
+bool dispatch_free_descriptor(struct dispatch *d);
+
+/* Calls fn for every host with idle connections: its key and how many. */
+void dispatch_each_idle_host(const struct dispatch *d,
+                             void (*fn)(const char *key, size_t idle, void *arg), void *arg);
 
 #endif

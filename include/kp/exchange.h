@@ -1,14 +1,15 @@
 /*
  * One request and its response, relayed between two connection ends: the
- * downstream end that asked (a client today; a read-ahead fetch landing in
- * memory later) and an upstream connection that dispatch hands over. It
- * owns the decisions in between: body framing both ways, the splice or copy
- * choice, the stale-connection retry, whether the upstream may be reused,
- * and the switch to a raw tunnel for CONNECT and protocol upgrades.
+ * downstream end that asked (a client, or memory for a request the proxy
+ * makes itself) and a source (source.h): an upstream connection that
+ * dispatch hands over, or a response already held in memory. It owns the
+ * decisions in between: body framing both ways, the splice or copy choice,
+ * the stale-connection retry, what to do with each response (plan.h), the
+ * switch to a raw tunnel for CONNECT and protocol upgrades, and the
+ * deadlines of every wait, with the status each gives.
  *
- * It knows its owner only through exchange_ops, and the upstream only
- * through struct upstream and its own embedded waiter, so neither side
- * calls the other by name.
+ * It knows its owner only through exchange_ops and a source only through
+ * the source's ops, so neither side calls the other by name.
  */
 #ifndef KP_EXCHANGE_H
 #define KP_EXCHANGE_H
@@ -19,15 +20,16 @@
 #include <ev.h>
 
 #include "kp/buf.h"
+#include "kp/clock.h"
 #include "kp/conn.h"
 #include "kp/dispatch.h"
+#include "kp/env.h"
 #include "kp/framing.h"
 #include "kp/http.h"
+#include "kp/source.h"
 #include "kp/splice.h"
 #include "kp/tunnel.h"
 
-struct server;
-struct upstream;
 struct exchange;
 
 enum request_phase {
@@ -41,15 +43,13 @@ enum response_phase {
 	RESP_DONE,     /* the whole response reached the downstream end */
 };
 
-/* What the exchange tells its owner. Each is the last thing a pump does. */
+/* What the exchange tells its owner. Each is the last thing the exchange does. */
 struct exchange_ops {
-	/* Bytes moved; new_wait: the kind of wait changed, so count its timeout from now. */
-	void (*progress)(struct exchange *ex, bool new_wait);
 	/* Answer with a response of the proxy's own instead (nothing of one was sent yet). */
 	void (*reply)(struct exchange *ex, int status, const char *why, bool keep_alive);
 	/* Nothing honest is left to say: close the downstream end. */
 	void (*abort)(struct exchange *ex, const char *why);
-	/* The response is complete and the upstream released; see client_keep_alive. */
+	/* The response is complete and the source given back; see client_keep_alive. */
 	void (*finished)(struct exchange *ex);
 	/* From now on bytes pass raw both ways (CONNECT, or a 101). */
 	void (*tunnel_opened)(struct exchange *ex);
@@ -58,21 +58,26 @@ struct exchange_ops {
 };
 
 struct exchange {
-	/* Set once by exchange_init(); a reset keeps them. */
+	/* Set once by exchange_init() (and the owner's fields below); a reset keeps them. */
 	const struct exchange_ops *ops;
-	struct server *srv;
+	const struct proxy_env *env;
 	struct conn *down;            /* the end that asked */
 	struct buf **down_in;         /* its bytes: request body, then pipelined requests */
 	struct buf **down_out;        /* heads to send it before any payload */
+	bool to_memory;               /* the end is memory: responses in canonical form */
+	bool restricted;              /* the asker is beyond this machine (set by the owner) */
+	bool https;                   /* to the origin over TLS: intercepted (set by the owner) */
+	const char *fixed_key;        /* the owner's dispatch key for every request, or NULL */
+	struct clock_timer timer;     /* the deadline of the current wait */
+	struct source_reader reader;  /* how the source tells of readiness */
 	/* One request's worth, from here on: a reset clears it all. */
-	struct upstream_waiter waiter;   /* how dispatch answers */
-	struct upstream *up;          /* carrying this exchange, once ready */
+	struct dispatch_waiter waiter;   /* how dispatch answers */
+	struct source *src;           /* where the response comes from, once there is one */
+	ev_tstamp last_activity;      /* bytes last moved; the deadline counts from here */
 	enum request_phase req;
 	enum response_phase resp;
 	struct http_target target;
-	bool restricted;              /* the client is beyond this machine (set by the owner) */
-	bool https;                   /* to the origin over TLS: intercepted (set by the owner) */
-	const char *key;              /* dispatch key: target.key, or key_buf with scheme or "(lan)" */
+	const char *key;              /* dispatch key: fixed_key, target.key, or key_buf */
 	char key_buf[288];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
 	size_t req_head_sent;
@@ -80,12 +85,12 @@ struct exchange {
 	size_t req_pending;           /* framed body bytes at the front of *down_in */
 	uint64_t req_body_sent;
 	struct framer resp_body;
-	size_t resp_pending;          /* framed bytes at the front of the upstream's buffer */
+	size_t resp_pending;          /* framed bytes at the front of the source's buffer */
 	struct mover resp_mover;      /* response payload spliced past user space */
 	bool copy_body;               /* no splice for this response (flag, EINVAL, or an end) */
-	uint64_t resp_received;       /* bytes read from the upstream for this exchange */
+	uint64_t resp_received;       /* bytes read from the source for this exchange */
 	uint64_t resp_sent;
-	bool dechunk;                 /* HTTP/1.0 client: send payload only, then close */
+	bool dechunk;                 /* payload only, to an HTTP/1.0 client or memory: ends with the stream */
 	bool upstream_reusable;       /* framing and the origin allow pooling afterwards */
 	bool client_keep_alive;       /* the client may send another request afterwards */
 	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
@@ -102,12 +107,16 @@ struct exchange {
 	ev_tstamp started;
 };
 
-/* Once per downstream end; the exchange borrows the end and its two buffers. */
-void exchange_init(struct exchange *ex, struct server *srv, struct conn *down, struct buf **in,
-                   struct buf **out, const struct exchange_ops *ops);
+/*
+ * Once per downstream end; the exchange borrows the end and its two buffers.
+ * to_memory: the end is a memory store (memconn.h).
+ */
+void exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn *down,
+                   struct buf **in, struct buf **out, const struct exchange_ops *ops,
+                   bool to_memory);
 /* Ready for the next request: gives back everything but the borrowed parts. */
 void exchange_reset(struct exchange *ex);
-/* Lets go of the upstream (closed: it is mid-exchange) and whatever is held. */
+/* Lets go of the source (closed: it is mid-exchange) and whatever is held. */
 void exchange_release(struct exchange *ex);
 
 /*
@@ -118,11 +127,22 @@ void exchange_open(struct exchange *ex, const struct http_head *h);
 
 /*
  * Forwards the checked request whose head starts *down_in: a CONNECT asks
- * for a tunnel, anything else has its head rewritten and asks dispatch for a
+ * for a tunnel, anything else has its head rewritten and goes to src if
+ * one is given (a response already held), else asks dispatch for a
  * connection. Returns 0, or the status of a local answer (with *why) when
  * the head cannot be forwarded; it is then left in *down_in.
  */
-int exchange_forward(struct exchange *ex, const struct http_head *h, const char **why);
+int exchange_forward(struct exchange *ex, const struct http_head *h, struct source *src,
+                     const char **why);
+
+/*
+ * A request of the owner's own, not a client's: a GET with no body, its
+ * head composed by the owner (origin-form, Host and all), to target. how:
+ * DISPATCH_ANY, or DISPATCH_BACKGROUND to come after every client request.
+ * 0, or -1 when the head does not fit a buffer.
+ */
+int exchange_start(struct exchange *ex, const struct http_target *target, const char *head,
+                   size_t len, enum dispatch_how how);
 
 /* Is the exchange waiting for a connection (as opposed to relaying)? */
 static inline bool
@@ -131,13 +151,10 @@ exchange_waiting(const struct exchange *ex)
 	return dispatch_waiting(&ex->waiter);
 }
 
-/* The owner's deadline for waiting ran out: 503 if still queued, else 504. */
-void exchange_wait_timed_out(struct exchange *ex);
-
 /* The downstream end is readable or writable, or its buffer got bytes: move what can move. */
 void exchange_run(struct exchange *ex);
 
-/* Which readiness the exchange wants from the downstream end now; arms the upstream's. */
+/* Which readiness the exchange wants from the downstream end now; arms the source's. */
 void exchange_watch(struct exchange *ex, bool *down_read, bool *down_write);
 
 /* A response head is waited for (as opposed to bytes flowing). */

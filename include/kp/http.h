@@ -153,9 +153,10 @@ struct response_plan {
 	bool client_keep_alive;
 	uint8_t client_minor;  /* the client's HTTP/1.x minor version */
 	bool upgrade;          /* a 101 the client asked for: keep Upgrade, say so in Connection */
+	bool no_via;           /* for memory: whoever serves it later adds the Via */
 };
 
-/* Writes the response head for the client: hop-by-hop removed, Via added. */
+/* Writes the response head for the client: hop-by-hop removed, Via added (unless no_via). */
 ssize_t http_write_response_head(char *out, size_t cap, const struct http_head *h,
                                  const char *base, const struct response_plan *plan);
 

@@ -44,4 +44,11 @@ bool policy_dest_allowed(const struct kp_config *cfg, const struct cidr *own, un
 /* This machine's addresses (getifaddrs); how many were stored, at most max. */
 unsigned policy_own_addresses(struct cidr *out, unsigned max);
 
+/* This machine's addresses as the daemon keeps them: read at start and on SIGHUP. */
+#define POLICY_MAX_OWN 64
+struct own_addresses {
+	struct cidr addr[POLICY_MAX_OWN];
+	unsigned count;
+};
+
 #endif

@@ -27,6 +27,8 @@
 
 #include <ev.h>
 
+#include "kp/clock.h"
+
 struct pool;
 struct pool_host;
 
@@ -36,7 +38,7 @@ enum pool_drop_reason {
 };
 
 struct pool_entry {
-	ev_timer expiry;                  /* started when the entry goes in */
+	struct clock_timer expiry;        /* started when the entry goes in */
 	ev_tstamp idle_since;             /* when it went in; the sweep spares the young */
 	struct pool_host *host;           /* NULL while not in the pool */
 	struct pool_entry *host_prev, *host_next;   /* this host's list, newest first */
@@ -46,8 +48,8 @@ struct pool_entry {
 
 typedef void (*pool_drop_fn)(struct pool_entry *e, enum pool_drop_reason why);
 
-/* NULL when memory is exhausted. */
-struct pool *pool_new(struct ev_loop *loop, unsigned max_per_host, unsigned max_total,
+/* Expiry and sweeps on clock's time. NULL when memory is exhausted. */
+struct pool *pool_new(struct clock *clock, unsigned max_per_host, unsigned max_total,
                       pool_drop_fn on_drop);
 /* Drops (through on_drop, as EVICTED) every entry, then frees the pool. */
 void pool_free(struct pool *p);

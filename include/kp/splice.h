@@ -1,9 +1,10 @@
 /*
- * Moving bytes from one socket to another without looking at them: through a
- * pipe with splice(2), kernel to kernel, or (with --no-splice, or where the
- * kernel refuses a pair of fds with EINVAL) through a user-space buffer. The
- * caller decides how many bytes may move (framing); this module only moves
- * them.
+ * Moving bytes from one connection end to another without looking at them:
+ * through a pipe with splice(2), kernel to kernel, or (with --no-splice,
+ * where either end is not a plain socket, or where the kernel refuses a
+ * pair of fds with EINVAL) through a user-space buffer with the ends' own
+ * operations. The caller decides how many bytes may move (framing); this
+ * module only moves them.
  *
  * Pipes are a budget: a mover takes one from a small pool when it has bytes
  * to hold and gives it back the moment it is empty, so an idle tunnel or
@@ -16,6 +17,8 @@
 #include <stddef.h>
 
 #include "kp/buf.h"
+#include "kp/budget.h"
+#include "kp/conn.h"
 
 struct kp_pipe {
 	int rd, wr;
@@ -23,8 +26,11 @@ struct kp_pipe {
 	struct kp_pipe *next;   /* free-list link */
 };
 
-/* Pipe capacity to ask for with F_SETPIPE_SZ (0: kernel default); pool size. */
-void pipes_init(size_t pipe_size, unsigned max_free);
+/*
+ * Pipe capacity to ask for with F_SETPIPE_SZ (0: kernel default); pool
+ * size; the budget whose pipe count this module keeps (NULL: none).
+ */
+void pipes_init(size_t pipe_size, unsigned max_free, struct fd_budget *fds);
 /* Closes every pooled pipe. */
 void pipes_shutdown(void);
 unsigned pipes_pooled(void);
@@ -36,14 +42,6 @@ struct mover {
 	bool copy;              /* read/write instead of splice */
 	bool full;              /* splice found the pipe full (its slots, not
 	                         * only its bytes, run out); cleared by a push */
-};
-
-enum move_status {
-	MOVE_OK,       /* *moved > 0 bytes moved */
-	MOVE_AGAIN,    /* the socket has nothing now / takes nothing now */
-	MOVE_FULL,     /* nowhere to put more until the mover is drained */
-	MOVE_EOF,      /* the source is at end of file */
-	MOVE_ERROR,    /* errno says why */
 };
 
 void mover_init(struct mover *m, bool copy);
@@ -58,9 +56,13 @@ size_t mover_held(const struct mover *m);
 /* Can mover_pull() take bytes now? */
 bool mover_has_room(const struct mover *m);
 
-/* Reads at most max bytes from src into the mover. */
-enum move_status mover_pull(struct mover *m, int src, size_t max, size_t *moved);
+/*
+ * Reads at most max bytes from src into the mover, and notes what it learnt
+ * in src's facts (EOF, reset, read to EAGAIN). Splicing needs both ends to
+ * be plain sockets: a mover made with copy for any other pair.
+ */
+enum move_status mover_pull(struct mover *m, struct conn *src, size_t max, size_t *moved);
 /* Writes held bytes to dst, oldest first. */
-enum move_status mover_push(struct mover *m, int dst, size_t *moved);
+enum move_status mover_push(struct mover *m, struct conn *dst, size_t *moved);
 
 #endif

@@ -84,11 +84,15 @@ struct stats_text {
 	bool failed;
 };
 
-struct pool;
-
 /* The counters in the Prometheus text format (version 0.0.4). */
 void stats_render_prometheus(struct stats_text *t);
-/* The same numbers as JSON, plus idle connections per host from pool. */
-void stats_render_json(struct stats_text *t, const struct pool *pool);
+/*
+ * The same numbers as JSON, then an object of idle connections per host,
+ * which the caller fills with stats_json_idle_host() and stats_json_end()
+ * closes: the counters do not know where connections are kept.
+ */
+void stats_render_json(struct stats_text *t);
+void stats_json_idle_host(struct stats_text *t, const char *key, size_t idle);
+void stats_json_end(struct stats_text *t);
 
 #endif

@@ -10,17 +10,17 @@
 
 #include <ev.h>
 
-struct server;
+#include "kp/env.h"
 
 struct stats_page {
-	struct server *srv;
+	const struct proxy_env *env;
 	int listen_fd;                 /* -1: off */
 	ev_io accept_watcher;
 	struct page_conn *conns;       /* open connections, for shutdown */
 };
 
 /* Listens when the config asks for it; -1 with a message logged on failure. */
-int stats_page_init(struct stats_page *sp, struct server *srv);
+int stats_page_init(struct stats_page *sp, const struct proxy_env *env);
 void stats_page_shutdown(struct stats_page *sp);
 
 #endif

@@ -1,8 +1,11 @@
 /*
  * A two-way byte relay between a client and an origin, for CONNECT and for
- * protocol upgrades: no parsing, just movers, one per direction. An EOF read
- * on one side becomes shutdown(SHUT_WR) on the other once the bytes before it
- * are delivered; the tunnel is over when both directions are.
+ * protocol upgrades: no parsing, just movers, one per direction, between two
+ * connection ends. Two plain sockets are spliced; a TLS end (an upgrade
+ * inside an intercepted connection) or --no-splice makes both directions
+ * copy through the ends' own operations. An EOF read on one side becomes a
+ * half-close of the other (close_notify first on TLS) once the bytes before
+ * it are delivered; the tunnel is over when both directions are.
  */
 #ifndef KP_TUNNEL_H
 #define KP_TUNNEL_H
@@ -10,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kp/conn.h"
 #include "kp/splice.h"
 
 enum tunnel_dir_state {
@@ -35,6 +39,7 @@ enum tunnel_status {
 	TUNNEL_FAILED,    /* an error on either side: close both */
 };
 
+/* copy: move through user space (no splice, or an end that cannot). */
 void tunnel_init(struct tunnel *t, bool copy);
 void tunnel_release(struct tunnel *t);
 
@@ -43,7 +48,8 @@ void tunnel_release(struct tunnel *t);
  * not starve other connections (level-triggered watchers bring us back).
  * *moved tells whether anything happened, for idle timeouts.
  */
-enum tunnel_status tunnel_pump(struct tunnel *t, int client_fd, int origin_fd, uint64_t *moved);
+enum tunnel_status tunnel_pump(struct tunnel *t, struct conn *client, struct conn *origin,
+                               uint64_t *moved);
 
 struct tunnel_interest {
 	bool client_read, client_write, origin_read, origin_write;

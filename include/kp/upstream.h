@@ -1,12 +1,14 @@
 /*
  * One connection to an origin through its life: resolving the name,
- * connecting per Happy Eyeballs (RFC 8305), carrying exchanges one at a
- * time, and waiting idle in the pool watched for the origin's close.
+ * connecting per Happy Eyeballs (RFC 8305), the TLS handshake for https,
+ * carrying exchanges one at a time, and waiting idle, watched for the
+ * origin's close.
  *
- * Which request a connection serves is dispatch.c's business; this module
- * reports upward only through dispatch_connection_free(),
- * dispatch_connect_failed() and dispatch_connection_gone(), and to the
- * exchange holding it only through that exchange's waiter.
+ * It knows nothing of who uses it. What becomes of it (connected, failed,
+ * gone, short of a descriptor) goes to the owner through the ops in its
+ * context; while busy, readiness goes to the exchange reading its source.
+ * Which request it serves, whether it is pooled, and when its memory is
+ * freed are the owner's business (dispatch.c).
  */
 #ifndef KP_UPSTREAM_H
 #define KP_UPSTREAM_H
@@ -16,23 +18,42 @@
 
 #include <ev.h>
 
-#include "kp/buf.h"
-#include "kp/conn.h"
+#include "kp/config.h"
 #include "kp/dns.h"
-#include "kp/http.h"
-#include "kp/pool.h"
+#include "kp/policy.h"
+#include "kp/source.h"
 
-struct server;
-struct upstream_waiter;
-struct dispatch_host;
+struct upstream;
+struct tls;
 
 enum upstream_state {
 	UPSTREAM_RESOLVING,   /* waiting for the resolver thread */
 	UPSTREAM_CONNECTING,  /* one or more connect attempts in flight */
 	UPSTREAM_HANDSHAKING, /* connected; the TLS handshake with the origin is under way */
-	UPSTREAM_BUSY,        /* carrying the exchange of `user` */
-	UPSTREAM_IDLE,        /* in the pool, watched for EOF */
-	UPSTREAM_CLOSED,      /* fd closed; freed at the end of the loop iteration */
+	UPSTREAM_BUSY,        /* connected and the owner's: carrying an exchange, or about to */
+	UPSTREAM_IDLE,        /* waiting for the next exchange, watched for EOF */
+	UPSTREAM_CLOSED,      /* fd closed; the owner frees it at a known point */
+};
+
+/* What a connection tells its owner. Each is the last thing the connection does in a call. */
+struct upstream_ops {
+	/* Connected, and the TLS handshake done: BUSY now, free for a request. */
+	void (*ready)(struct upstream *up);
+	/* No connection will come of it: the status to answer (403, 502, 504) and why. */
+	void (*failed)(struct upstream *up, int status, const char *why);
+	/* It is closed, for whatever reason: the owner forgets it and frees it later. */
+	void (*gone)(struct upstream *up);
+	/* Descriptors ran out: the owner closes one it can spare; false when it has none. */
+	bool (*need_descriptor)(struct upstream *up);
+};
+
+/* What every upstream connection shares: set up once by the daemon. */
+struct upstream_context {
+	struct ev_loop *loop;
+	const struct kp_config *cfg;
+	struct tls *tls;                    /* for https origins; NULL: none */
+	const struct own_addresses *own;    /* this machine's, for the destination rules */
+	const struct upstream_ops *ops;
 };
 
 /*
@@ -51,77 +72,49 @@ struct connect_attempt {
 #define UPSTREAM_MAX_ATTEMPTS 4
 
 struct upstream {
+	struct source src;           /* what an exchange reads: the end, its buffer, the response parser */
 	enum upstream_state state;
-	struct conn conn;            /* the socket, once an attempt won */
+	const struct upstream_context *ctx;
 	struct connect_attempt attempts[UPSTREAM_MAX_ATTEMPTS];
 	unsigned attempts_open;      /* in flight */
-	ev_timer connect_timer;      /* next stagger or the earliest attempt deadline */
+	ev_timer connect_timer;      /* next stagger, the earliest attempt deadline, or the handshake's */
 	ev_tstamp next_attempt_at;   /* when the next address may start */
-	struct pool_entry idle;      /* pool membership and idle expiry */
 	struct dns_waiter dns;
 	struct dns_addrs addrs;      /* in Happy Eyeballs order: families alternate, IPv6 first */
 	unsigned next_addr;          /* index of the address to try next */
 	int last_error;              /* errno of the last failed attempt, for the 502 text */
-	struct server *srv;
-	struct upstream_waiter *user;     /* BUSY: the exchange using it */
-	struct upstream_waiter *trigger;  /* RESOLVING/CONNECTING: whose arrival started it */
-	struct dispatch_host *host;  /* counted against this host's cap; NULL: not counted */
-	bool bound;                  /* the connect belongs to trigger alone (fresh, tunnel) */
-	bool restricted;             /* for clients beyond this machine: destination rules apply */
-	bool tls;                    /* https: a TLS handshake follows the connect */
 	unsigned refused;            /* addresses the destination rules refused */
-	struct buf *in;              /* response bytes not yet forwarded; NULL when idle */
-	struct http_parser parser;   /* response heads */
-	struct http_head head;
-	bool reused;                 /* the current exchange is not its first */
-	double keep_alive_hint;      /* origin's Keep-Alive timeout, < 0 if none */
+	bool restricted;             /* for clients beyond this machine: destination rules apply */
+	bool tls;                    /* https: a verified TLS handshake follows the connect */
 	unsigned exchanges;          /* completed on this connection */
 	uint16_t port;
 	char host_name[256];
-	char key[272];               /* pool and dispatch key: host:port */
-	struct upstream *prev, *next;   /* the server's live list, for shutdown */
-	struct upstream *dead_next;  /* server's list of connections to free */
+	char key[288];               /* the pool key it was opened for, also the TLS session's */
 };
 
 /*
- * A connection to host:port, not started yet; NULL when memory is exhausted.
- * tls: it is ready only once a verified TLS handshake with host is done.
+ * Sets up a connection to host:port, not started yet. tls: it is ready only
+ * once a verified TLS handshake with host is done.
  */
-struct upstream *upstream_open(struct server *srv, const char *host, uint16_t port,
-                               const char *key, bool tls);
-/*
- * Resolves and connects. The outcome goes to dispatch, possibly before this
- * returns (a cached name that cannot be reached), so the caller sets up its
- * bookkeeping first.
- */
+void upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
+                   uint16_t port, const char *key, bool tls, bool restricted);
+/* Resolves and connects. The outcome may reach the owner before this returns. */
 void upstream_connect(struct upstream *up);
 
-/* The freshest pooled connection for key that still looks alive, now BUSY; or NULL. */
-struct upstream *upstream_take_pooled(struct server *srv, const char *key);
-
-/* Makes up the busy connection of w, with fresh facts; no watcher yet. */
-void upstream_hand_to(struct upstream *up, struct upstream_waiter *w);
-
+/* A new exchange begins on it: fresh facts and parser, no watcher yet. */
+void upstream_begin(struct upstream *up);
 /*
- * The exchange on up is over. A reusable connection goes to dispatch as
- * free (the next waiter, else the pool); any other is closed.
+ * The exchange on it is over and left it clean (nothing unread behind the
+ * response): true, and it waits for the owner's next word. False: close it.
  */
-void upstream_release(struct upstream *up, bool reusable);
+bool upstream_end(struct upstream *up);
+/* Waits for the next exchange, watched for the origin's close or unasked bytes; the owner keeps time. */
+void upstream_idle(struct upstream *up);
+/* Is the idle connection fit for a request now? (A peek; counted when it is not.) */
+bool upstream_usable(struct upstream *up);
 
-/* Puts a free connection in the idle pool; closes it if the pool will not keep it. */
-void upstream_park(struct upstream *up);
-
-/* Closes up whatever its state. */
+/* Closes up whatever its state; the owner hears of it through gone. */
 void upstream_close(struct upstream *up);
-
-/* Which readiness the user's exchange needs now. */
-void upstream_watch(struct upstream *up, bool readable, bool writable);
-
-/* Frees connections closed during this loop iteration. */
-void upstream_reap(struct server *srv);
-
-/* The pool's on_drop: close what it let go of. */
-void upstream_pool_dropped(struct pool_entry *e, enum pool_drop_reason why);
 
 /*
  * Reorders addresses for Happy Eyeballs (RFC 8305 4): IPv6 first, then the

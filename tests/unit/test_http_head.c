@@ -576,7 +576,7 @@ test_obs_fold_not_forwarded_raw(void **state)
 			assert_int_equal(http_parse_target(msg + ps.head.url.off, ps.head.url.len, &t), 0);
 			n = http_write_request_head(out, sizeof(out), &ps.head, msg, &t, false);
 		} else {
-			struct response_plan plan = {false, true, 1, false};
+			struct response_plan plan = {false, true, 1, false, false};
 
 			n = http_write_response_head(out, sizeof(out), &ps.head, msg, &plan);
 		}
@@ -726,7 +726,7 @@ write_response(const char *msg, char *out, size_t cap, bool dechunk, bool keep_a
                uint8_t minor)
 {
 	struct parsed ps;
-	struct response_plan plan = {dechunk, keep_alive, minor, false};
+	struct response_plan plan = {dechunk, keep_alive, minor, false, false};
 
 	parse_ok(&ps, HTTP_RESPONSE, msg);
 	return http_write_response_head(out, cap, &ps.head, msg, &plan);

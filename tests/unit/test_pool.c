@@ -1,7 +1,8 @@
 /*
  * The idle upstream pool: most-recently-used order per host, the per-host and
- * total caps and their sweep, expiry timers (fired by hand, no sleeping but
- * in the tests of the sweep's own timer) and table growth.
+ * total caps and their sweep, expiry timers and table growth. Time is a
+ * manual clock (clock.h) the tests move: nothing sleeps, and a 50-second
+ * expiry is checked to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "kp/clock.h"
 #include "kp/pool.h"
 
 #define MAX_DROPS 2048
@@ -40,36 +42,31 @@ record_drop(struct pool_entry *e, enum pool_drop_reason why)
  * pool_free() never reaches into a frame a failed assertion has left.
  */
 struct fixture {
-	struct ev_loop *loop;
+	struct clock clock;
 	struct pool *pool;
 	struct pool_entry e[8];
 	struct pool_entry *many;
 };
 
 static int
-setup_loop(void **state)
+setup_clock(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 
 	if (!fx)
 		return -1;
-	fx->loop = ev_loop_new(0);
-	if (!fx->loop) {
-		free(fx);
-		return -1;
-	}
+	clock_init_manual(&fx->clock, 1000);
 	memset(&drops, 0, sizeof(drops));
 	*state = fx;
 	return 0;
 }
 
 static int
-teardown_loop(void **state)
+teardown_clock(void **state)
 {
 	struct fixture *fx = *state;
 
 	pool_free(fx->pool);
-	ev_loop_destroy(fx->loop);
 	free(fx->many);
 	free(fx);
 	return 0;
@@ -80,15 +77,15 @@ make_pool(void **state, unsigned per_host, unsigned total)
 {
 	struct fixture *fx = *state;
 
-	fx->pool = pool_new(fx->loop, per_host, total, record_drop);
+	fx->pool = pool_new(&fx->clock, per_host, total, record_drop);
 	assert_non_null(fx->pool);
 	return fx->pool;
 }
 
-static struct ev_loop *
-loop_of(void **state)
+static struct clock *
+clock_of(void **state)
 {
-	return ((struct fixture *)*state)->loop;
+	return &((struct fixture *)*state)->clock;
 }
 
 /* The i-th entry of the fixture, zeroed as a fresh connection's would be. */
@@ -121,7 +118,7 @@ test_mru_order(void **state)
 
 	assert_ptr_equal(pool_take(p, "h:80"), c);
 	assert_false(pool_entry_pooled(c));
-	assert_false(ev_is_active(&c->expiry));
+	assert_false(clock_timer_armed(&c->expiry));
 	assert_int_equal(pool_count(p), 2);
 	assert_ptr_equal(pool_take(p, "h:80"), b);
 	assert_ptr_equal(pool_take(p, "h:80"), a);
@@ -196,7 +193,7 @@ test_per_host_cap(void **state)
 	assert_int_equal(drops.why[0], POOL_DROP_EVICTED);
 	assert_false(drops.pooled_in_callback[0]);
 	assert_false(pool_entry_pooled(a));
-	assert_false(ev_is_active(&a->expiry));
+	assert_false(clock_timer_armed(&a->expiry));
 	assert_int_equal(pool_count_key(p, "h:80"), 2);
 	assert_int_equal(pool_count_key(p, "other:80"), 1);
 	assert_int_equal(pool_count(p), 3);
@@ -322,38 +319,33 @@ test_burst_over_cap_is_kept_until_the_sweep(void **state)
 	assert_ptr_equal(pool_take(p, "h:80"), a);
 }
 
-/* The pool's own timer runs the sweep about a second after the cap was passed. */
+/* The pool's own timer runs the sweep a second after the cap was passed, not before. */
 static void
-test_sweep_runs_from_the_loop(void **state)
+test_sweep_runs_a_second_after_the_cap_was_passed(void **state)
 {
-	struct ev_loop *loop = loop_of(state);
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 1, 8);
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1), *c = entry(state, 2);
-	ev_tstamp t0;
 
 	assert_true(pool_put(p, "h:80", a, 60));
 	assert_true(pool_put(p, "h:80", b, 60));
 	assert_true(pool_put(p, "h:80", c, 60));
-	ev_now_update(loop);
-	t0 = ev_now(loop);
+	clock_advance(clock, 0.99);
+	assert_int_equal(drops.n, 0);
 	/* The sweep is the earliest timer; the entries' own expire in 60 s. */
-	ev_run(loop, EVRUN_ONCE);
-	ev_now_update(loop);
+	clock_advance(clock, 0.02);
 	assert_int_equal(drops.n, 2);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_ptr_equal(drops.entry[1], b);
 	assert_int_equal(drops.why[0], POOL_DROP_EVICTED);
-	assert_true(ev_now(loop) - t0 > 0.5);
-	assert_true(ev_now(loop) - t0 < 5.0);
 
 	/* Over the cap again: the next sweep waits its second as well. */
 	assert_true(pool_put(p, "h:80", a, 60));
-	t0 = ev_now(loop);
-	ev_run(loop, EVRUN_ONCE);
-	ev_now_update(loop);
+	clock_advance(clock, 0.99);
+	assert_int_equal(drops.n, 2);
+	clock_advance(clock, 0.02);
 	assert_int_equal(drops.n, 3);
 	assert_ptr_equal(drops.entry[2], c);
-	assert_true(ev_now(loop) - t0 > 0.5);
 	assert_ptr_equal(pool_take(p, "h:80"), a);
 }
 
@@ -361,24 +353,22 @@ test_sweep_runs_from_the_loop(void **state)
 static void
 test_sweep_spares_the_recently_returned(void **state)
 {
-	struct ev_loop *loop = loop_of(state);
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 1, 8);
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1);
 
-	ev_now_update(loop);
 	assert_true(pool_put(p, "h:80", a, 60));
 	assert_true(pool_put(p, "h:80", b, 60));   /* over the cap: a sweep is due */
-	ev_sleep(0.5);
-	ev_now_update(loop);
+	clock_advance(clock, 0.5);
 	/* Both are used and given back half-way to the sweep. */
 	assert_ptr_equal(pool_take(p, "h:80"), b);
 	assert_ptr_equal(pool_take(p, "h:80"), a);
 	assert_true(pool_put(p, "h:80", a, 60));
 	assert_true(pool_put(p, "h:80", b, 60));
-	ev_run(loop, EVRUN_ONCE);   /* the first sweep: a is half a second idle */
+	clock_advance(clock, 0.6);   /* the first sweep: a is half a second idle */
 	assert_int_equal(drops.n, 0);
 	assert_int_equal(pool_count_key(p, "h:80"), 2);
-	ev_run(loop, EVRUN_ONCE);   /* the second: a has been idle long enough */
+	clock_advance(clock, 1.0);   /* the second: a has been idle long enough */
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_ptr_equal(pool_take(p, "h:80"), b);
@@ -443,14 +433,14 @@ test_zero_caps(void **state)
 	struct pool_entry *e = entry(state, 0);
 	struct pool *p;
 
-	p = pool_new(fx->loop, 0, 10, record_drop);
+	p = pool_new(&fx->clock, 0, 10, record_drop);
 	assert_non_null(p);
 	assert_false(pool_put(p, "h:80", e, 60));
 	assert_false(pool_entry_pooled(e));
 	assert_int_equal(pool_count(p), 0);
 	pool_free(p);
 
-	p = pool_new(fx->loop, 10, 0, record_drop);
+	p = pool_new(&fx->clock, 10, 0, record_drop);
 	assert_non_null(p);
 	assert_false(pool_put(p, "h:80", e, 60));
 	assert_false(pool_entry_pooled(e));
@@ -476,7 +466,7 @@ test_remove(void **state)
 
 	pool_remove(b);
 	assert_false(pool_entry_pooled(b));
-	assert_false(ev_is_active(&b->expiry));
+	assert_false(clock_timer_armed(&b->expiry));
 	assert_int_equal(pool_count_key(p, "h:80"), 2);
 	assert_int_equal(pool_count(p), 3);
 	/* Removing what is no longer pooled does nothing. */
@@ -504,54 +494,62 @@ test_remove(void **state)
 	assert_int_equal(drops.n, 0);
 }
 
+/* Each entry expires exactly its own timeout after it went in, and once. */
 static void
 test_timer_armed_with_timeout(void **state)
 {
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 8, 256);
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1);
-	ev_tstamp left;
 
 	assert_true(pool_put(p, "h:80", a, 50));
 	assert_true(pool_put(p, "h:80", b, 5));
-	assert_true(ev_is_active(&a->expiry));
-	assert_true(ev_is_active(&b->expiry));
-	left = ev_timer_remaining(loop_of(state), &a->expiry);
-	assert_true(left > 49 && left <= 50.001);
-	left = ev_timer_remaining(loop_of(state), &b->expiry);
-	assert_true(left > 4 && left <= 5.001);
-	/* One-shot: no repeat. */
-	assert_true(a->expiry.repeat == 0.);
+	assert_true(clock_timer_armed(&a->expiry));
+	assert_true(clock_timer_armed(&b->expiry));
+	clock_advance(clock, 4.999);
+	assert_int_equal(drops.n, 0);
+	clock_advance(clock, 0.002);
+	assert_int_equal(drops.n, 1);
+	assert_ptr_equal(drops.entry[0], b);
+	clock_advance(clock, 44.994);
+	assert_int_equal(drops.n, 1);
+	clock_advance(clock, 0.01);
+	assert_int_equal(drops.n, 2);
+	assert_ptr_equal(drops.entry[1], a);
+	/* One-shot: nothing fires again. */
+	clock_advance(clock, 3600);
+	assert_int_equal(drops.n, 2);
 }
 
 static void
-test_expiry_fired_by_hand(void **state)
+test_expiry_after_a_sweep(void **state)
 {
-	struct ev_loop *loop = loop_of(state);
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 2, 256);
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1), *c = entry(state, 2);
 
 	assert_true(pool_put(p, "h:80", a, 60));
-	assert_true(pool_put(p, "h:80", b, 60));
+	assert_true(pool_put(p, "h:80", b, 30));
 	assert_true(pool_put(p, "h:80", c, 60));
 	pool_sweep(p);   /* evicts a */
 	assert_int_equal(drops.n, 1);
 
-	ev_invoke(loop, &b->expiry, EV_TIMER);
+	clock_advance(clock, 30);
 	assert_int_equal(drops.n, 2);
 	assert_ptr_equal(drops.entry[1], b);
 	assert_int_equal(drops.why[1], POOL_DROP_EXPIRED);
 	assert_false(drops.pooled_in_callback[1]);
 	assert_false(pool_entry_pooled(b));
-	assert_false(ev_is_active(&b->expiry));
+	assert_false(clock_timer_armed(&b->expiry));
 	assert_int_equal(pool_count_key(p, "h:80"), 1);
 	assert_int_equal(pool_count(p), 1);
 
 	/* The freed slot takes a new entry without evicting anything. */
-	assert_true(pool_put(p, "h:80", a, 60));
+	assert_true(pool_put(p, "h:80", a, 40));
 	assert_int_equal(drops.n, 2);
 
-	ev_invoke(loop, &c->expiry, EV_TIMER);
-	ev_invoke(loop, &a->expiry, EV_TIMER);
+	/* c went in 30 s before a, and runs out 10 s before it: the older goes first. */
+	clock_advance(clock, 40);
 	assert_int_equal(drops.n, 4);
 	assert_ptr_equal(drops.entry[2], c);
 	assert_ptr_equal(drops.entry[3], a);
@@ -562,9 +560,9 @@ test_expiry_fired_by_hand(void **state)
 }
 
 static void
-test_expiry_through_the_loop(void **state)
+test_expiry_in_the_middle_of_a_list(void **state)
 {
-	struct ev_loop *loop = loop_of(state);
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 8, 256);
 	struct pool_entry *a = entry(state, 0);
 	struct pool_entry *b = entry(state, 1);
@@ -572,20 +570,18 @@ test_expiry_through_the_loop(void **state)
 	struct pool_entry *other = entry(state, 3);
 
 	assert_true(pool_put(p, "h:80", a, 60));
-	assert_true(pool_put(p, "h:80", b, 60));
+	assert_true(pool_put(p, "h:80", b, 20));
 	assert_true(pool_put(p, "h:80", c, 60));
-	assert_true(pool_put(p, "o:80", other, 60));
+	assert_true(pool_put(p, "o:80", other, 30));
 
 	/* The middle one of three expires; the list around it stays whole. */
-	ev_feed_event(loop, &b->expiry, EV_TIMER);
-	ev_run(loop, EVRUN_NOWAIT);
+	clock_advance(clock, 20);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], b);
 	assert_int_equal(drops.why[0], POOL_DROP_EXPIRED);
 	assert_int_equal(pool_count_key(p, "h:80"), 2);
 
-	ev_feed_event(loop, &other->expiry, EV_TIMER);
-	ev_run(loop, EVRUN_NOWAIT);
+	clock_advance(clock, 10);
 	assert_int_equal(drops.n, 2);
 	assert_ptr_equal(drops.entry[1], other);
 	assert_int_equal(pool_count_key(p, "o:80"), 0);
@@ -595,23 +591,21 @@ test_expiry_through_the_loop(void **state)
 	assert_ptr_equal(pool_take(p, "h:80"), a);
 	assert_null(pool_take(p, "h:80"));
 	/* Taken entries no longer hold a timer: nothing else fires. */
-	ev_run(loop, EVRUN_NOWAIT);
+	clock_advance(clock, 3600);
 	assert_int_equal(drops.n, 2);
 }
 
 static void
 test_expiry_of_a_short_timeout(void **state)
 {
-	struct ev_loop *loop = loop_of(state);
+	struct clock *clock = clock_of(state);
 	struct pool *p = make_pool(state, 8, 256);
 	struct pool_entry *a = entry(state, 0), *b = entry(state, 1);
 
-	/* A timeout already in the past runs out on the next loop iteration. */
+	/* A timeout next to nothing runs out at the next tick. */
 	assert_true(pool_put(p, "h:80", a, 1e-9));
 	assert_true(pool_put(p, "h:80", b, 3600));
-	ev_now_update(loop);
-	ev_run(loop, EVRUN_NOWAIT);
-	ev_run(loop, EVRUN_NOWAIT);
+	clock_advance(clock, 0.001);
 	assert_int_equal(drops.n, 1);
 	assert_ptr_equal(drops.entry[0], a);
 	assert_int_equal(drops.why[0], POOL_DROP_EXPIRED);
@@ -680,16 +674,16 @@ test_free_drops_remaining(void **state)
 		seen_c |= drops.entry[i] == c;
 	}
 	assert_true(seen_a && seen_b && seen_c);
-	assert_false(ev_is_active(&a->expiry));
-	assert_false(ev_is_active(&b->expiry));
-	assert_false(ev_is_active(&c->expiry));
-	/* Nothing left for the loop to run. */
-	ev_run(fx->loop, EVRUN_NOWAIT);
+	assert_false(clock_timer_armed(&a->expiry));
+	assert_false(clock_timer_armed(&b->expiry));
+	assert_false(clock_timer_armed(&c->expiry));
+	/* Nothing left to fire. */
+	clock_advance(&fx->clock, 3600);
 	assert_int_equal(drops.n, 3);
 	pool_free(NULL);
 }
 
-#define TEST(f) cmocka_unit_test_setup_teardown(f, setup_loop, teardown_loop)
+#define TEST(f) cmocka_unit_test_setup_teardown(f, setup_clock, teardown_clock)
 
 int
 main(void)
@@ -702,15 +696,15 @@ main(void)
 		TEST(test_total_cap),
 		TEST(test_total_order_follows_puts_not_takes),
 		TEST(test_burst_over_cap_is_kept_until_the_sweep),
-		TEST(test_sweep_runs_from_the_loop),
+		TEST(test_sweep_runs_a_second_after_the_cap_was_passed),
 		TEST(test_sweep_spares_the_recently_returned),
 		TEST(test_twice_the_total_evicts_at_once),
 		TEST(test_ceiling_set_by_the_owner),
 		TEST(test_zero_caps),
 		TEST(test_remove),
 		TEST(test_timer_armed_with_timeout),
-		TEST(test_expiry_fired_by_hand),
-		TEST(test_expiry_through_the_loop),
+		TEST(test_expiry_after_a_sweep),
+		TEST(test_expiry_in_the_middle_of_a_list),
 		TEST(test_expiry_of_a_short_timeout),
 		TEST(test_many_keys),
 		TEST(test_free_drops_remaining),

@@ -62,10 +62,14 @@ __wrap_splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len
 	return __real_splice(fd_in, off_in, fd_out, off_out, len, flags);
 }
 
-/* src[1] is written by the test and read by the mover; dst[0] the reverse. */
+/*
+ * src[1] is written by the test and read by the mover through src_end (on
+ * src[0]); the mover writes to dst_end (on dst[1]) and the test reads dst[0].
+ */
 struct wires {
 	int src[2];
 	int dst[2];
+	struct conn src_end, dst_end;
 };
 
 static int
@@ -74,12 +78,14 @@ setup(void **state)
 	static struct wires w;
 
 	buf_init(4096);
-	pipes_init(65536, 4);
+	pipes_init(65536, 4, NULL);
 	splice_einval_from = 0;
 	splice_calls = 0;
 	setpipe_refusals = 0;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, w.src), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, w.dst), 0);
+	conn_init(&w.src_end, EV_DEFAULT, w.src[0], &conn_tcp_ops, NULL);
+	conn_init(&w.dst_end, EV_DEFAULT, w.dst[1], &conn_tcp_ops, NULL);
 	*state = &w;
 	return 0;
 }
@@ -113,11 +119,11 @@ shuttle(struct mover *m, struct wires *w, char *out, size_t cap)
 	ssize_t n;
 
 	for (int rounds = 0; rounds < 10000; rounds++) {
-		enum move_status pulled = mover_pull(m, w->src[0], SIZE_MAX, &moved);
+		enum move_status pulled = mover_pull(m, &w->src_end, SIZE_MAX, &moved);
 
 		assert_true(pulled == MOVE_OK || pulled == MOVE_AGAIN || pulled == MOVE_FULL);
 		while (mover_held(m)) {
-			enum move_status pushed = mover_push(m, w->dst[1], &moved);
+			enum move_status pushed = mover_push(m, &w->dst_end, &moved);
 
 			assert_true(pushed == MOVE_OK || pushed == MOVE_AGAIN);
 			while ((n = read(w->dst[0], out + got, cap - got)) > 0)
@@ -180,14 +186,14 @@ einval_on_push_delivers_what_the_pipe_holds_in_order(void **state)
 	assert_int_equal(write(w->src[1], in, 10000), 10000);
 	mover_init(&m, false);
 	/* The first 10000 bytes go into the pipe by a real splice... */
-	assert_int_equal(mover_pull(&m, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&m, &w->src_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_int_equal(moved, 10000);
 	/* ...then splice stops working: out of the pipe and on through the buffer. */
 	splice_einval_from = splice_calls + 1;
 	assert_int_equal(write(w->src[1], in + 10000, 20000), 20000);
 	for (int i = 0; i < 1000 && got < sizeof(in); i++) {
-		mover_pull(&m, w->src[0], SIZE_MAX, &moved);
-		while (mover_held(&m) && mover_push(&m, w->dst[1], &moved) == MOVE_OK)
+		mover_pull(&m, &w->src_end, SIZE_MAX, &moved);
+		while (mover_held(&m) && mover_push(&m, &w->dst_end, &moved) == MOVE_OK)
 			;
 		while ((n = read(w->dst[0], out + got, sizeof(out) - got)) > 0)
 			got += (size_t)n;
@@ -213,10 +219,10 @@ preloaded_bytes_go_first(void **state)
 	mover_init(&m, false);
 	assert_true(mover_preload(&m, b));
 	assert_int_equal(write(w->src[1], "frame", 5), 5);
-	assert_int_equal(mover_pull(&m, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&m, &w->src_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_int_equal(mover_held(&m), 23);
 	while (mover_held(&m))
-		assert_int_equal(mover_push(&m, w->dst[1], &moved), MOVE_OK);
+		assert_int_equal(mover_push(&m, &w->dst_end, &moved), MOVE_OK);
 	n = read(w->dst[0], out, sizeof(out));
 	assert_int_equal(n, 23);
 	assert_memory_equal(out, "HTTP/1.1 101 x\r\n\r\nframe", 23);
@@ -233,7 +239,7 @@ a_pipe_holding_bytes_is_never_pooled(void **state)
 
 	assert_int_equal(write(w->src[1], "stale bytes", 11), 11);
 	mover_init(&m, false);
-	assert_int_equal(mover_pull(&m, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&m, &w->src_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_non_null(m.pipe);
 	open_before = kp_stats.pipes_open;
 	mover_release(&m);
@@ -251,11 +257,11 @@ pull_respects_the_limit_and_reports_eof(void **state)
 	assert_int_equal(write(w->src[1], "0123456789", 10), 10);
 	shutdown(w->src[1], SHUT_WR);
 	mover_init(&m, false);
-	assert_int_equal(mover_pull(&m, w->src[0], 4, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&m, &w->src_end, 4, &moved), MOVE_OK);
 	assert_int_equal(moved, 4);
-	assert_int_equal(mover_pull(&m, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&m, &w->src_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_int_equal(moved, 6);
-	assert_int_equal(mover_pull(&m, w->src[0], SIZE_MAX, &moved), MOVE_EOF);
+	assert_int_equal(mover_pull(&m, &w->src_end, SIZE_MAX, &moved), MOVE_EOF);
 	mover_release(&m);
 }
 
@@ -268,18 +274,18 @@ a_refused_pipe_size_is_that_pipes_alone(void **state)
 	size_t moved;
 
 	pipes_shutdown();
-	pipes_init(1 << 20, 4);
+	pipes_init(1 << 20, 4, NULL);
 	mover_init(&a, false);
 	mover_init(&b, false);
 	setpipe_refusals = 1;
 	assert_int_equal(write(w->src[1], "first", 5), 5);
-	assert_int_equal(mover_pull(&a, w->src[0], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&a, &w->src_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_int_equal(moved, 5);
 	assert_int_equal(a.pipe->size, (size_t)fcntl(a.pipe->wr, F_GETPIPE_SZ));
 	assert_true(a.pipe->size < (1 << 20));
 	/* a holds its pipe, so b gets a new one, and the full size. */
 	assert_int_equal(write(w->dst[0], "second", 6), 6);
-	assert_int_equal(mover_pull(&b, w->dst[1], SIZE_MAX, &moved), MOVE_OK);
+	assert_int_equal(mover_pull(&b, &w->dst_end, SIZE_MAX, &moved), MOVE_OK);
 	assert_int_equal(moved, 6);
 	assert_int_equal(b.pipe->size, 1 << 20);
 	assert_true(mover_has_room(&a));

@@ -1,0 +1,59 @@
+/*
+ * Time and timers for the modules whose rules are worth testing without
+ * waiting: the idle pool's expiry and sweep, dispatch's queue, an
+ * exchange's deadlines. The daemon's clock is the event loop's (ev_now and
+ * ev_timer); a test makes a manual clock and moves it with clock_advance(),
+ * which fires what falls due in order, so a 50-second expiry is checked in
+ * no time and without a race against a real clock.
+ */
+#ifndef KP_CLOCK_H
+#define KP_CLOCK_H
+
+#include <stdbool.h>
+
+#include <ev.h>
+
+struct clock;
+struct clock_timer;
+
+typedef void (*clock_timer_fn)(struct clock_timer *t);
+
+/* Embedded in its owner, which it finds again with container_of. */
+struct clock_timer {
+	ev_timer ev;                     /* the loop's timer, on the daemon's clock */
+	clock_timer_fn fire;
+	struct clock *clock;
+	ev_tstamp due;                   /* a manual clock's firing time; 0: not armed */
+	struct clock_timer *prev, *next; /* a manual clock's armed timers */
+};
+
+struct clock {
+	struct ev_loop *loop;            /* NULL: a manual clock */
+	ev_tstamp now;                   /* a manual clock's time */
+	struct clock_timer *armed;       /* a manual clock's armed timers, unordered */
+};
+
+/* The loop's own time. */
+void clock_init(struct clock *c, struct ev_loop *loop);
+/* A clock that stands at start until clock_advance() moves it. */
+void clock_init_manual(struct clock *c, ev_tstamp start);
+
+static inline ev_tstamp
+clock_now(const struct clock *c)
+{
+	return c->loop ? ev_now(c->loop) : c->now;
+}
+
+void clock_timer_init(struct clock_timer *t, struct clock *c, clock_timer_fn fire);
+/* Fires once, after seconds; an armed timer is moved. */
+void clock_timer_start(struct clock_timer *t, double seconds);
+void clock_timer_stop(struct clock_timer *t);
+bool clock_timer_armed(const struct clock_timer *t);
+
+/*
+ * A manual clock moves on by seconds, firing every timer that falls due on
+ * the way, earliest first, each with the clock standing at its due time.
+ */
+void clock_advance(struct clock *c, double seconds);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * Where an exchange reads a response from and sends its request to: an
+ * upstream connection that dispatch handed over, or a response held in
+ * memory (memconn.h). The exchange parses, frames, de-chunks and relays
+ * whatever the source's end yields through the same code either way, and
+ * gives the source back through its operations when it is done: the
+ * exchange never names the module a source came from.
+ */
+#ifndef KP_SOURCE_H
+#define KP_SOURCE_H
+
+#include <stdbool.h>
+
+#include "kp/buf.h"
+#include "kp/conn.h"
+#include "kp/http.h"
+
+struct source;
+
+/* Whoever is using a source: told when its end is ready. Embedded in the user. */
+struct source_reader {
+	void (*event)(struct source_reader *r, int revents);   /* EV_READ or EV_WRITE */
+};
+
+struct source_ops {
+	/* The exchange is over; reusable: the framing and the peer allow another on it. */
+	void (*release)(struct source *s, bool reusable);
+	/* Let go at once, mid-exchange: what it held is abandoned. */
+	void (*close)(struct source *s);
+	/* It becomes one side of a tunnel: its bytes are no longer HTTP, it is never reused. */
+	void (*detach)(struct source *s);
+};
+
+struct source {
+	struct conn conn;             /* the end: request bytes go in, response bytes come out */
+	struct buf *in;               /* response bytes read and not yet forwarded; NULL when empty */
+	struct http_parser parser;    /* response heads */
+	struct http_head head;
+	bool reused;                  /* it carried an exchange before: a failure may mean it was stale */
+	double keep_alive_hint;       /* the last response's Keep-Alive timeout in seconds, < 0: none */
+	struct source_reader *reader; /* the exchange using it now; NULL when none */
+	const struct source_ops *ops;
+};
+
+#endif

@@ -1,0 +1,327 @@
+#include "kp/memconn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kp/evglue.h"
+
+/* The first allocation: a response head and the start of a body. */
+#define MEMSTORE_FIRST 16384
+
+/* ---- readiness ------------------------------------------------------------ */
+
+static size_t
+held_for(const struct memsource *m)
+{
+	return m->store ? m->store->len - m->offset : 0;
+}
+
+/* Would a read now return something other than "nothing yet"? */
+static bool
+reader_ready(const struct memsource *m)
+{
+	return held_for(m) > 0 || !m->store || m->store->state != MEMSTORE_OPEN;
+}
+
+/*
+ * Readiness is an event fed into the loop, not a call from here: the
+ * writer's send that made a reader readable is still on the stack, and the
+ * exchange reading must not run inside it.
+ */
+static void
+wake_reader(struct memsource *m)
+{
+	struct conn *c = &m->src.conn;
+
+	if (c->want_read && reader_ready(m))
+		ev_feed_event(c->loop, &c->rio, EV_READ);
+}
+
+static void
+wake_readers(struct memstore *s)
+{
+	for (struct memsource *m = s->readers; m; m = m->next)
+		wake_reader(m);
+}
+
+/* ---- the writer ----------------------------------------------------------- */
+
+static struct memstore *
+store_of(struct conn *c)
+{
+	return container_of(c, struct memstore, writer);
+}
+
+static ssize_t
+writer_recv(struct conn *c, void *p, size_t len)
+{
+	(void)c;
+	(void)p;
+	(void)len;
+	errno = EAGAIN;   /* nothing ever comes from the store's side */
+	return -1;
+}
+
+static int
+grow(struct memstore *s, size_t need)
+{
+	size_t cap = s->cap ? s->cap : MEMSTORE_FIRST;
+	char *data;
+
+	while (cap < need)
+		cap *= 2;
+	if (cap > s->bound)
+		cap = s->bound;
+	if (!(data = realloc(s->data, cap)))
+		return -1;
+	s->data = data;
+	s->cap = cap;
+	return 0;
+}
+
+static ssize_t
+writer_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+	struct memstore *s = store_of(c);
+	size_t total = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	if (s->state != MEMSTORE_OPEN) {
+		errno = EPIPE;
+		return -1;
+	}
+	/* All or nothing: a store that kept half a send would hold a response cut anywhere. */
+	if (total > s->bound - s->len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (s->len + total > s->cap && grow(s, s->len + total) < 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(s->data + s->len, iov[i].iov_base, iov[i].iov_len);
+		s->len += iov[i].iov_len;
+	}
+	if (total)
+		wake_readers(s);
+	return (ssize_t)total;
+}
+
+static void
+writer_end_writes(struct conn *c)
+{
+	struct memstore *s = store_of(c);
+
+	if (s->state == MEMSTORE_OPEN) {
+		s->state = MEMSTORE_ENDED;
+		wake_readers(s);
+	}
+}
+
+static void
+writer_watch(struct conn *c, bool readable, bool writable)
+{
+	(void)readable;
+	if (writable)
+		ev_feed_event(c->loop, &c->wio, EV_WRITE);
+}
+
+static bool
+always_alive(struct conn *c)
+{
+	(void)c;
+	return true;
+}
+
+static const struct conn_ops writer_ops = {
+	.recv = writer_recv,
+	.sendv = writer_sendv,
+	.idle_alive = always_alive,
+	.end_writes = writer_end_writes,
+	.watch = writer_watch,
+	.can_splice = false,
+};
+
+void
+memstore_init(struct memstore *s, struct ev_loop *loop, size_t bound, conn_io_fn on_io)
+{
+	memset(s, 0, sizeof(*s));
+	s->bound = bound;
+	s->state = MEMSTORE_OPEN;
+	conn_init(&s->writer, loop, -1, &writer_ops, on_io);
+}
+
+void
+memstore_fail(struct memstore *s)
+{
+	if (s->state == MEMSTORE_OPEN) {
+		s->state = MEMSTORE_FAILED;
+		wake_readers(s);
+	}
+}
+
+void
+memstore_free(struct memstore *s)
+{
+	memstore_fail(s);
+	conn_close(&s->writer);
+	while (s->readers) {
+		struct memsource *m = s->readers;
+
+		s->readers = m->next;
+		m->prev = m->next = NULL;
+		m->store = NULL;
+		wake_reader(m);
+	}
+	free(s->data);
+	s->data = NULL;
+	s->len = s->cap = 0;
+}
+
+/* ---- readers -------------------------------------------------------------- */
+
+static struct memsource *
+reader_of(struct conn *c)
+{
+	return container_of(c, struct memsource, src.conn);
+}
+
+static ssize_t
+reader_recv(struct conn *c, void *p, size_t len)
+{
+	struct memsource *m = reader_of(c);
+	size_t n = held_for(m);
+
+	if (n == 0) {
+		if (m->store && m->store->state == MEMSTORE_ENDED)
+			return 0;
+		errno = !m->store || m->store->state == MEMSTORE_FAILED ? ECONNRESET : EAGAIN;
+		return -1;
+	}
+	if (n > len)
+		n = len;
+	memcpy(p, m->store->data + m->offset, n);
+	m->offset += n;
+	return (ssize_t)n;
+}
+
+static ssize_t
+reader_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0;
+
+	(void)c;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	return (ssize_t)total;
+}
+
+static void
+reader_watch(struct conn *c, bool readable, bool writable)
+{
+	struct memsource *m = reader_of(c);
+
+	if (writable)
+		ev_feed_event(c->loop, &c->wio, EV_WRITE);
+	if (readable)
+		wake_reader(m);
+}
+
+static void
+reader_release(struct conn *c)
+{
+	struct memsource *m = reader_of(c);
+	struct memstore *s = m->store;
+
+	if (!s)
+		return;
+	if (m->prev)
+		m->prev->next = m->next;
+	else
+		s->readers = m->next;
+	if (m->next)
+		m->next->prev = m->prev;
+	m->prev = m->next = NULL;
+	m->store = NULL;
+}
+
+static const struct conn_ops reader_ops = {
+	.recv = reader_recv,
+	.sendv = reader_sendv,
+	.idle_alive = always_alive,
+	.release = reader_release,
+	.watch = reader_watch,
+	.can_splice = false,
+};
+
+static void
+reader_io(struct conn *c, int revents)
+{
+	struct memsource *m = reader_of(c);
+
+	if (m->src.reader)
+		m->src.reader->event(m->src.reader, revents);
+}
+
+/* ---- a reader as a source -------------------------------------------------- */
+
+void
+memsource_close(struct memsource *m)
+{
+	bool was_open = m->src.conn.ops == &reader_ops && m->src.reader;
+
+	conn_close(&m->src.conn);
+	buf_put(m->src.in);
+	m->src.in = NULL;
+	m->src.reader = NULL;
+	if (was_open && m->done)
+		m->done(m);
+}
+
+static void
+source_release(struct source *src, bool reusable)
+{
+	(void)reusable;   /* a stored response is read once per reader */
+	memsource_close(container_of(src, struct memsource, src));
+}
+
+static void
+source_close(struct source *src)
+{
+	memsource_close(container_of(src, struct memsource, src));
+}
+
+/* A stored response never switches protocols (it was never asked to): nothing to detach. */
+static void
+source_detach(struct source *src)
+{
+	(void)src;
+}
+
+static const struct source_ops memsource_ops = {
+	.release = source_release,
+	.close = source_close,
+	.detach = source_detach,
+};
+
+void
+memsource_open(struct memsource *m, struct memstore *s, size_t max_head)
+{
+	void (*done)(struct memsource *) = m->done;
+
+	memset(m, 0, sizeof(*m));
+	m->done = done;
+	m->store = s;
+	m->next = s->readers;
+	if (s->readers)
+		s->readers->prev = m;
+	s->readers = m;
+	conn_init(&m->src.conn, s->writer.loop, -1, &reader_ops, reader_io);
+	http_parser_init(&m->src.parser, HTTP_RESPONSE, max_head, max_head);
+	http_parser_start(&m->src.parser, &m->src.head);
+	m->src.keep_alive_hint = -1;
+	m->src.ops = &memsource_ops;
+}
