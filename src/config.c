@@ -1,12 +1,12 @@
 #include "kp/config.h"
 
 #include "kp/intercept.h"
-#include "kp/tls.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,171 +77,6 @@ config_defaults(struct kp_config *cfg)
 	cfg->verbosity = 0;
 }
 
-void
-config_usage(FILE *out)
-{
-	fputs("Usage: keepalive-proxy [options]\n"
-	      "HTTP forward proxy that keeps upstream connections alive.\n"
-	      "\n"
-	      "  -p, --port PORT              listen port (default 9250)\n"
-	      "  -b, --bind ADDR              listen address, IPv4 or IPv6 (default 127.0.0.1)\n"
-	      "      --allow CIDR                clients that may use the proxy (repeatable; others\n"
-	      "                                  get 403); needed, or --auth-file, to listen on\n"
-	      "                                  an address other than loopback\n"
-	      "      --auth-file FILE            require Basic proxy authentication against the\n"
-	      "                                  user:password lines of FILE (re-read on SIGHUP)\n"
-	      "      --deny-dest CIDR            destinations no client may reach (repeatable)\n"
-	      "      --allow-dest CIDR           destinations clients beyond this machine may\n"
-	      "                                  reach after all: loopback, link-local and this\n"
-	      "                                  machine's own addresses are refused to them\n"
-	      "  -u, --user USER              drop root for USER after binding and reading\n"
-	      "                               --auth-file\n"
-	      "  -t, --idle-timeout SECONDS   keep an idle upstream connection this long (default 50)\n"
-	      "  -m, --max-idle-per-host N    idle upstream connections kept per host:port (default 8)\n"
-	      "  -M, --max-idle N             idle upstream connections kept in all (default 256);\n"
-	      "                               a burst above either cap is trimmed after 1 s\n"
-	      "      --max-conns-per-host N      upstream connections per host:port; more\n"
-	      "                                  requests wait in a queue (default 0: no cap)\n"
-	      "      --queue-timeout SECONDS     longest wait for an upstream connection, then\n"
-	      "                                  503 (default 30)\n"
-	      "      --no-connect-race           a request waits for the connect it caused, not\n"
-	      "                                  for whichever connection frees first (for\n"
-	      "                                  comparisons)\n"
-	      "      --connect-timeout SECONDS   TCP connect to one origin address (default 10)\n"
-	      "      --response-timeout SECONDS  wait for a response header, then 504 (default 60)\n"
-	      "      --io-timeout SECONDS        close an exchange that makes no progress (default 300)\n"
-	      "      --client-timeout SECONDS    close an idle client connection (default 60)\n"
-	      "      --header-timeout SECONDS    answer 408 when a request head takes longer\n"
-	      "                                  than this from its first byte (default 30)\n"
-	      "      --max-header-size BYTES     largest request or response head (default 32768)\n"
-	      "      --max-url-size BYTES        longest request-target (default 8192)\n"
-	      "      --max-clients N             client connections at once (default 10000)\n"
-	      "      --dns-ttl SECONDS           reuse a resolved name this long (default 60)\n"
-	      "      --connect-ports LIST        ports CONNECT may reach, comma-separated, or *\n"
-	      "                                  for any (default 443)\n"
-	      "      --tunnel-timeout SECONDS    close a silent tunnel (default 600)\n"
-	      "      --access-log FILE           one line per request to FILE (or 'syslog');\n"
-	      "                                  reopened on SIGHUP\n"
-	      "      --log-query                 keep query strings in the access log\n"
-	      "      --syslog                    log to syslog (facility daemon), not stderr\n"
-	      "      --pidfile FILE              write the process id to FILE once listening\n"
-	      "      --stats-listen ADDR:PORT    serve GET /metrics (Prometheus) and /stats (JSON)\n"
-	      "                                  there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)\n"
-	      "      --grace SECONDS             on SIGTERM or SIGINT, let responses in flight\n"
-	      "                                  finish this long, 0 for none (default 10)\n"
-	      "      --pipe-size BYTES           capacity of each splice pipe (default 1048576)\n"
-	      "      --no-splice                 move bytes through user space instead of splice(2)\n"
-	      "      --upstream-rcvbuf BYTES     SO_RCVBUF of upstream sockets (default: unset,\n"
-	      "                                  so Linux autotunes it)\n"
-	      "      --upstream-sndbuf BYTES     SO_SNDBUF of upstream sockets (default: unset)\n"
-	      "      --congestion ALGO           TCP congestion control for upstream sockets\n"
-	      "                                  (default: the host's)\n"
-	      "      --tcp-keepalive SECONDS     probe idle upstream connections after this long,\n"
-	      "                                  0 for never (default 15)\n"
-	      "      --intercept PATTERN         decrypt CONNECTs to matching hosts (host name,\n"
-	      "                                  *.domain or IP; repeatable) and pool their\n"
-	      "                                  upstream TLS connections; needs --ca-cert/--ca-key\n"
-	      "      --ca-cert FILE              CA certificate that signs the intercepted hosts'\n"
-	      "                                  certificates (clients must trust it)\n"
-	      "      --ca-key FILE               its private key (readable by its owner only)\n"
-	      "      --make-ca DIR               write a new CA (ca.crt, ca.key) to DIR, limited to\n"
-	      "                                  the --intercept patterns given, and exit\n"
-	      "      --upstream-ca FILE          verify origins against FILE, not the system store\n"
-	      "      --leaf-cache N              minted certificates kept (default 256)\n"
-	      "  -v, --verbose                more logging; repeat for more\n"
-	      "  -V, --version                print the version and the TLS library, and exit\n"
-	      "  -h, --help                   print this help and exit\n",
-	      out);
-}
-
-enum long_only_option {
-	OPT_CONNECT_TIMEOUT = 256,
-	OPT_RESPONSE_TIMEOUT,
-	OPT_IO_TIMEOUT,
-	OPT_CLIENT_TIMEOUT,
-	OPT_MAX_HEADER,
-	OPT_MAX_URL,
-	OPT_MAX_CLIENTS,
-	OPT_DNS_TTL,
-	OPT_CONNECT_PORTS,
-	OPT_TUNNEL_TIMEOUT,
-	OPT_PIPE_SIZE,
-	OPT_NO_SPLICE,
-	OPT_MAX_CONNS_PER_HOST,
-	OPT_QUEUE_TIMEOUT,
-	OPT_NO_CONNECT_RACE,
-	OPT_UPSTREAM_RCVBUF,
-	OPT_UPSTREAM_SNDBUF,
-	OPT_CONGESTION,
-	OPT_TCP_KEEPALIVE,
-	OPT_ALLOW,
-	OPT_AUTH_FILE,
-	OPT_HEADER_TIMEOUT,
-	OPT_DENY_DEST,
-	OPT_ALLOW_DEST,
-	OPT_GRACE,
-	OPT_STATS_LISTEN,
-	OPT_ACCESS_LOG,
-	OPT_LOG_QUERY,
-	OPT_SYSLOG,
-	OPT_PIDFILE,
-	OPT_INTERCEPT,
-	OPT_CA_CERT,
-	OPT_CA_KEY,
-	OPT_MAKE_CA,
-	OPT_UPSTREAM_CA,
-	OPT_LEAF_CACHE,
-};
-
-static const struct option long_options[] = {
-	{"port", required_argument, NULL, 'p'},
-	{"bind", required_argument, NULL, 'b'},
-	{"user", required_argument, NULL, 'u'},
-	{"idle-timeout", required_argument, NULL, 't'},
-	{"max-idle-per-host", required_argument, NULL, 'm'},
-	{"max-idle", required_argument, NULL, 'M'},
-	{"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-	{"response-timeout", required_argument, NULL, OPT_RESPONSE_TIMEOUT},
-	{"io-timeout", required_argument, NULL, OPT_IO_TIMEOUT},
-	{"client-timeout", required_argument, NULL, OPT_CLIENT_TIMEOUT},
-	{"max-header-size", required_argument, NULL, OPT_MAX_HEADER},
-	{"max-url-size", required_argument, NULL, OPT_MAX_URL},
-	{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
-	{"dns-ttl", required_argument, NULL, OPT_DNS_TTL},
-	{"connect-ports", required_argument, NULL, OPT_CONNECT_PORTS},
-	{"tunnel-timeout", required_argument, NULL, OPT_TUNNEL_TIMEOUT},
-	{"pipe-size", required_argument, NULL, OPT_PIPE_SIZE},
-	{"no-splice", no_argument, NULL, OPT_NO_SPLICE},
-	{"max-conns-per-host", required_argument, NULL, OPT_MAX_CONNS_PER_HOST},
-	{"queue-timeout", required_argument, NULL, OPT_QUEUE_TIMEOUT},
-	{"no-connect-race", no_argument, NULL, OPT_NO_CONNECT_RACE},
-	{"upstream-rcvbuf", required_argument, NULL, OPT_UPSTREAM_RCVBUF},
-	{"upstream-sndbuf", required_argument, NULL, OPT_UPSTREAM_SNDBUF},
-	{"congestion", required_argument, NULL, OPT_CONGESTION},
-	{"tcp-keepalive", required_argument, NULL, OPT_TCP_KEEPALIVE},
-	{"allow", required_argument, NULL, OPT_ALLOW},
-	{"auth-file", required_argument, NULL, OPT_AUTH_FILE},
-	{"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
-	{"deny-dest", required_argument, NULL, OPT_DENY_DEST},
-	{"allow-dest", required_argument, NULL, OPT_ALLOW_DEST},
-	{"grace", required_argument, NULL, OPT_GRACE},
-	{"stats-listen", required_argument, NULL, OPT_STATS_LISTEN},
-	{"access-log", required_argument, NULL, OPT_ACCESS_LOG},
-	{"log-query", no_argument, NULL, OPT_LOG_QUERY},
-	{"syslog", no_argument, NULL, OPT_SYSLOG},
-	{"pidfile", required_argument, NULL, OPT_PIDFILE},
-	{"intercept", required_argument, NULL, OPT_INTERCEPT},
-	{"ca-cert", required_argument, NULL, OPT_CA_CERT},
-	{"ca-key", required_argument, NULL, OPT_CA_KEY},
-	{"make-ca", required_argument, NULL, OPT_MAKE_CA},
-	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
-	{"leaf-cache", required_argument, NULL, OPT_LEAF_CACHE},
-	{"verbose", no_argument, NULL, 'v'},
-	{"version", no_argument, NULL, 'V'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
-
 static int
 parse_unsigned(const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
@@ -274,36 +109,37 @@ parse_seconds(const char *s, double *out)
 }
 
 /* "443,8443" or "*". Replaces the default list rather than adding to it. */
-static int
+static const char *
 parse_port_list(struct kp_config *cfg, const char *s)
 {
+	static const char bad[] = "connect ports must be '*' or a comma-separated list of 1-65535";
 	uint8_t bits[sizeof(cfg->connect_ports)] = {0};
 	const char *p = s;
 
 	if (strcmp(s, "*") == 0) {
 		cfg->connect_any_port = true;
-		return 0;
+		return NULL;
 	}
 	for (;;) {
 		char *end;
 		unsigned long port;
 
 		if (*p < '0' || *p > '9')
-			return -1;
+			return bad;
 		errno = 0;
 		port = strtoul(p, &end, 10);
 		if (errno || port == 0 || port > 65535)
-			return -1;
+			return bad;
 		bits[port / 8] |= (uint8_t)(1u << (port % 8));
 		if (*end == '\0')
 			break;
 		if (*end != ',')
-			return -1;
+			return bad;
 		p = end + 1;
 	}
 	memcpy(cfg->connect_ports, bits, sizeof(bits));
 	cfg->connect_any_port = false;
-	return 0;
+	return NULL;
 }
 
 /* "127.0.0.1:9251" or "[::1]:9251" into the stats listener; NULL, or what is wrong. */
@@ -337,23 +173,246 @@ parse_listen(struct kp_config *cfg, const char *text)
 	return NULL;
 }
 
+static const char *
+parse_grace(struct kp_config *cfg, const char *arg)
+{
+	/* 0 is allowed: stop at once. */
+	if (strcmp(arg, "0") == 0) {
+		cfg->grace = 0;
+		return NULL;
+	}
+	return parse_seconds(arg, &cfg->grace) < 0 ? "grace must be 0 or a number of seconds" : NULL;
+}
+
+static const char *
+parse_congestion(struct kp_config *cfg, const char *arg)
+{
+	/* TCP_CA_NAME_MAX is 16 with the NUL. */
+	if (*arg == '\0' || strlen(arg) > 15)
+		return "congestion control name must be 1-15 characters";
+	cfg->congestion = arg;
+	return NULL;
+}
+
+static const char *
+parse_intercept(struct kp_config *cfg, const char *arg)
+{
+	const char *bad = intercept_pattern_problem(arg);
+
+	if (bad)
+		return bad;
+	if (cfg->nintercept == KP_MAX_INTERCEPT)
+		return "too many --intercept patterns";
+	cfg->intercept[cfg->nintercept++] = arg;
+	return NULL;
+}
+
 /* Appends a range to a list; NULL, or what is wrong. */
 static const char *
-add_range(struct cidr *list, unsigned *n, const char *text, const char *flag)
+add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
 {
 	static char why[96];
 
 	if (*n == KP_MAX_CIDRS) {
-		snprintf(why, sizeof(why), "too many %s ranges (at most %d)", flag, KP_MAX_CIDRS);
+		snprintf(why, sizeof(why), "too many --%s ranges (at most %d)", name, KP_MAX_CIDRS);
 		return why;
 	}
 	if (cidr_parse(text, &list[*n]) < 0) {
-		snprintf(why, sizeof(why), "%s wants an address or a range such as 192.168.1.0/24",
-		         flag);
+		snprintf(why, sizeof(why), "--%s wants an address or a range such as 192.168.1.0/24",
+		         name);
 		return why;
 	}
 	(*n)++;
 	return NULL;
+}
+
+/* Member f of struct kp_config, which must have type t (else the build stops). */
+#define FIELD(f, t) _Generic(((struct kp_config *)0)->f, t: offsetof(struct kp_config, f))
+
+#define UNSIGNED(f, lo, hi, why) \
+	.kind = CONFIG_OPT_UNSIGNED, .field = FIELD(f, unsigned), .min = (lo), .max = (hi), \
+	.bad = (why)
+#define SIZE(f, lo, hi, why) \
+	.kind = CONFIG_OPT_SIZE, .field = FIELD(f, size_t), .min = (lo), .max = (hi), .bad = (why)
+#define SECONDS(f, why) .kind = CONFIG_OPT_SECONDS, .field = FIELD(f, double), .bad = (why)
+#define STRING(f) .kind = CONFIG_OPT_STRING, .field = FIELD(f, const char *)
+#define FLAG(f) .kind = CONFIG_OPT_FLAG, .field = FIELD(f, bool)
+#define CIDRS(list, n) \
+	.kind = CONFIG_OPT_CIDRS, .field = FIELD(list[0], struct cidr), \
+	.count_field = FIELD(n, unsigned)
+#define CUSTOM(fn) .kind = CONFIG_OPT_CUSTOM, .parse = (fn)
+
+const struct config_option config_options[] = {
+	{"port", 'p', "PORT", "listen port (default 9250)",
+	 UNSIGNED(port, 1, 65535, "port must be 1-65535")},
+	{"bind", 'b', "ADDR", "listen address, IPv4 or IPv6 (default 127.0.0.1)",
+	 STRING(bind_addr)},
+	{"allow", 0, "CIDR",
+	 "clients that may use the proxy (repeatable; others\n"
+	 "get 403); needed, or --auth-file, to listen on\n"
+	 "an address other than loopback",
+	 CIDRS(allow, nallow)},
+	{"auth-file", 0, "FILE",
+	 "require Basic proxy authentication against the\n"
+	 "user:password lines of FILE (re-read on SIGHUP)",
+	 STRING(auth_file)},
+	{"deny-dest", 0, "CIDR", "destinations no client may reach (repeatable)",
+	 CIDRS(deny_dest, ndeny_dest)},
+	{"allow-dest", 0, "CIDR",
+	 "destinations clients beyond this machine may\n"
+	 "reach after all: loopback, link-local and this\n"
+	 "machine's own addresses are refused to them",
+	 CIDRS(allow_dest, nallow_dest)},
+	{"user", 'u', "USER",
+	 "drop root for USER after binding and reading\n"
+	 "--auth-file",
+	 STRING(user)},
+	{"idle-timeout", 't', "SECONDS",
+	 "keep an idle upstream connection this long (default 50)",
+	 SECONDS(idle_timeout, "idle timeout must be a number of seconds above 0")},
+	{"max-idle-per-host", 'm', "N", "idle upstream connections kept per host:port (default 8)",
+	 UNSIGNED(max_idle_per_host, 0, 1000000, "max idle per host must be a whole number")},
+	{"max-idle", 'M', "N",
+	 "idle upstream connections kept in all (default 256);\n"
+	 "a burst above either cap is trimmed after 1 s",
+	 UNSIGNED(max_idle_total, 0, 1000000, "max idle must be a whole number")},
+	{"max-conns-per-host", 0, "N",
+	 "upstream connections per host:port; more\n"
+	 "requests wait in a queue (default 0: no cap)",
+	 UNSIGNED(max_conns_per_host, 0, 1000000,
+	          "max conns per host must be a whole number (0: no cap)")},
+	{"queue-timeout", 0, "SECONDS",
+	 "longest wait for an upstream connection, then\n"
+	 "503 (default 30)",
+	 SECONDS(queue_timeout, "queue timeout must be a number of seconds above 0")},
+	{"no-connect-race", 0, NULL,
+	 "a request waits for the connect it caused, not\n"
+	 "for whichever connection frees first (for\n"
+	 "comparisons)",
+	 FLAG(no_connect_race)},
+	{"connect-timeout", 0, "SECONDS", "TCP connect to one origin address (default 10)",
+	 SECONDS(connect_timeout, "connect timeout must be a number of seconds above 0")},
+	{"response-timeout", 0, "SECONDS", "wait for a response header, then 504 (default 60)",
+	 SECONDS(response_timeout, "response timeout must be a number of seconds above 0")},
+	{"io-timeout", 0, "SECONDS", "close an exchange that makes no progress (default 300)",
+	 SECONDS(io_timeout, "io timeout must be a number of seconds above 0")},
+	{"client-timeout", 0, "SECONDS", "close an idle client connection (default 60)",
+	 SECONDS(client_idle_timeout, "client timeout must be a number of seconds above 0")},
+	{"header-timeout", 0, "SECONDS",
+	 "answer 408 when a request head takes longer\n"
+	 "than this from its first byte (default 30)",
+	 SECONDS(header_timeout, "header timeout must be a number of seconds above 0")},
+	/* Below 1 KiB nothing real fits; above 1 MiB it is a memory lever. */
+	{"max-header-size", 0, "BYTES", "largest request or response head (default 32768)",
+	 SIZE(max_header_bytes, 1024, 1048576, "max header size must be 1024-1048576 bytes")},
+	{"max-url-size", 0, "BYTES", "longest request-target (default 8192)",
+	 SIZE(max_url_bytes, 64, 1048576, "max url size must be 64-1048576 bytes")},
+	{"max-clients", 0, "N", "client connections at once (default 10000)",
+	 UNSIGNED(max_clients, 1, 10000000, "max clients must be a whole number above 0")},
+	{"dns-ttl", 0, "SECONDS", "reuse a resolved name this long (default 60)",
+	 SECONDS(dns_cache_ttl, "dns ttl must be a number of seconds above 0")},
+	{"connect-ports", 0, "LIST",
+	 "ports CONNECT may reach, comma-separated, or *\n"
+	 "for any (default 443)",
+	 CUSTOM(parse_port_list)},
+	{"tunnel-timeout", 0, "SECONDS", "close a silent tunnel (default 600)",
+	 SECONDS(tunnel_timeout, "tunnel timeout must be a number of seconds above 0")},
+	{"access-log", 0, "FILE",
+	 "one line per request to FILE (or 'syslog');\n"
+	 "reopened on SIGHUP",
+	 STRING(access_log)},
+	{"log-query", 0, NULL, "keep query strings in the access log", FLAG(log_query)},
+	{"syslog", 0, NULL, "log to syslog (facility daemon), not stderr", FLAG(syslog)},
+	{"pidfile", 0, "FILE", "write the process id to FILE once listening", STRING(pidfile)},
+	{"stats-listen", 0, "ADDR:PORT",
+	 "serve GET /metrics (Prometheus) and /stats (JSON)\n"
+	 "there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)",
+	 CUSTOM(parse_listen)},
+	{"grace", 0, "SECONDS",
+	 "on SIGTERM or SIGINT, let responses in flight\n"
+	 "finish this long, 0 for none (default 10)",
+	 CUSTOM(parse_grace)},
+	/* One page to 64 MiB; the kernel may round up or cap it further. */
+	{"pipe-size", 0, "BYTES", "capacity of each splice pipe (default 1048576)",
+	 SIZE(pipe_size, 4096, 67108864, "pipe size must be 4096-67108864 bytes")},
+	{"no-splice", 0, NULL, "move bytes through user space instead of splice(2)",
+	 FLAG(no_splice)},
+	/* The kernel doubles the value and keeps it below INT_MAX. */
+	{"upstream-rcvbuf", 0, "BYTES",
+	 "SO_RCVBUF of upstream sockets (default: unset,\n"
+	 "so Linux autotunes it)",
+	 UNSIGNED(upstream_rcvbuf, 4096, 1073741824,
+	          "socket buffer size must be 4096-1073741824 bytes")},
+	{"upstream-sndbuf", 0, "BYTES", "SO_SNDBUF of upstream sockets (default: unset)",
+	 UNSIGNED(upstream_sndbuf, 4096, 1073741824,
+	          "socket buffer size must be 4096-1073741824 bytes")},
+	{"congestion", 0, "ALGO",
+	 "TCP congestion control for upstream sockets\n"
+	 "(default: the host's)",
+	 CUSTOM(parse_congestion)},
+	{"tcp-keepalive", 0, "SECONDS",
+	 "probe idle upstream connections after this long,\n"
+	 "0 for never (default 15)",
+	 UNSIGNED(tcp_keepalive, 0, 32767, "tcp keepalive must be 0-32767 seconds")},
+	{"intercept", 0, "PATTERN",
+	 "decrypt CONNECTs to matching hosts (host name,\n"
+	 "*.domain or IP; repeatable) and pool their\n"
+	 "upstream TLS connections; needs --ca-cert/--ca-key",
+	 CUSTOM(parse_intercept)},
+	{"ca-cert", 0, "FILE",
+	 "CA certificate that signs the intercepted hosts'\n"
+	 "certificates (clients must trust it)",
+	 STRING(ca_cert)},
+	{"ca-key", 0, "FILE", "its private key (readable by its owner only)", STRING(ca_key)},
+	{"make-ca", 0, "DIR",
+	 "write a new CA (ca.crt, ca.key) to DIR, limited to\n"
+	 "the --intercept patterns given, and exit",
+	 STRING(make_ca_dir)},
+	{"upstream-ca", 0, "FILE", "verify origins against FILE, not the system store",
+	 STRING(upstream_ca)},
+	{"leaf-cache", 0, "N", "minted certificates kept (default 256)",
+	 UNSIGNED(leaf_cache, 1, 1000000, "leaf cache must be 1-1000000 certificates")},
+	{"verbose", 'v', NULL, "more logging; repeat for more",
+	 .kind = CONFIG_OPT_COUNT, .field = FIELD(verbosity, int)},
+	{"version", 'V', NULL, "print the version and the TLS library, and exit",
+	 .kind = CONFIG_OPT_VERSION},
+	{"help", 'h', NULL, "print this help and exit", .kind = CONFIG_OPT_HELP},
+	{.name = NULL},
+};
+
+#define NOPTIONS (sizeof(config_options) / sizeof(config_options[0]) - 1)
+
+/* The column help text starts in; long-only flags sit three further right. */
+#define HELP_COLUMN 31
+#define HELP_COLUMN_LONG_ONLY 34
+
+void
+config_usage(FILE *out)
+{
+	fputs("Usage: keepalive-proxy [options]\n"
+	      "HTTP forward proxy that keeps upstream connections alive.\n"
+	      "\n",
+	      out);
+	for (const struct config_option *o = config_options; o->name; o++) {
+		char alias[5] = "";
+		int column = o->short_name ? HELP_COLUMN : HELP_COLUMN_LONG_ONLY;
+		/* "  -p, --" or "      --", the name, " ARG". */
+		int width = 8 + (int)strlen(o->name) + (o->arg ? 1 + (int)strlen(o->arg) : 0);
+		const char *line = o->help, *nl;
+
+		if (o->short_name)
+			snprintf(alias, sizeof(alias), "-%c, ", o->short_name);
+		fprintf(out, "  %-4s--%s%s%s", alias, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+		for (;;) {
+			nl = strchr(line, '\n');
+			fprintf(out, "%*s%.*s\n", width + 2 > column ? 2 : column - width, "",
+			        (int)(nl ? (size_t)(nl - line) : strlen(line)), line);
+			if (!nl)
+				break;
+			line = nl + 1;
+			width = 0;
+		}
+	}
 }
 
 bool
@@ -377,224 +436,105 @@ config_bind_is_loopback(const char *addr)
 	return cidr_is_loopback(&sa.sa);
 }
 
-enum config_parse_result
-config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
+/* What getopt_long returns for option i: its alias, or a code above every char. */
+static int
+option_code(size_t i)
 {
+	return config_options[i].short_name ? config_options[i].short_name : 256 + (int)i;
+}
+
+/* Stores arg as o says; NULL, or why it was refused. */
+static const char *
+option_apply(struct kp_config *cfg, const struct config_option *o, const char *arg)
+{
+	char *field = (char *)cfg + o->field;
 	unsigned long n;
+
+	switch (o->kind) {
+	case CONFIG_OPT_UNSIGNED:
+		if (parse_unsigned(arg, o->min, o->max, &n) < 0)
+			return o->bad;
+		*(unsigned *)field = (unsigned)n;
+		return NULL;
+	case CONFIG_OPT_SIZE:
+		if (parse_unsigned(arg, o->min, o->max, &n) < 0)
+			return o->bad;
+		*(size_t *)field = n;
+		return NULL;
+	case CONFIG_OPT_SECONDS:
+		return parse_seconds(arg, (double *)field) < 0 ? o->bad : NULL;
+	case CONFIG_OPT_STRING:
+		*(const char **)field = arg;
+		return NULL;
+	case CONFIG_OPT_FLAG:
+		*(bool *)field = true;
+		return NULL;
+	case CONFIG_OPT_COUNT:
+		(*(int *)field)++;
+		return NULL;
+	case CONFIG_OPT_CIDRS:
+		return add_range((struct cidr *)field, (unsigned *)((char *)cfg + o->count_field), arg,
+		                 o->name);
+	case CONFIG_OPT_CUSTOM:
+		return o->parse(cfg, arg);
+	case CONFIG_OPT_HELP:
+	case CONFIG_OPT_VERSION:
+		break;
+	}
+	return NULL;
+}
+
+enum config_parse_result
+config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name, FILE *out,
+             FILE *err)
+{
+	struct option longopts[NOPTIONS + 1];
+	char shortopts[2 * NOPTIONS + 2] = ":";
+	size_t nshort = 1;
 	int c;
 
+	for (size_t i = 0; i <= NOPTIONS; i++) {
+		const struct config_option *o = &config_options[i];
+
+		longopts[i] = (struct option){o->name, o->arg ? required_argument : no_argument, NULL,
+		                              o->name ? option_code(i) : 0};
+		if (o->short_name) {
+			shortopts[nshort++] = o->short_name;
+			if (o->arg)
+				shortopts[nshort++] = ':';
+		}
+	}
+	shortopts[nshort] = '\0';
 	/* 0, not 1: GNU getopt then also forgets a half-read "-vV" cluster. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":p:b:u:t:m:M:vVh", long_options, NULL)) != -1) {
-		const char *bad = NULL;
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+		const struct config_option *o = NULL;
+		const char *bad;
 
-		switch (c) {
-		case 'p':
-			if (parse_unsigned(optarg, 1, 65535, &n) < 0)
-				bad = "port must be 1-65535";
-			else
-				cfg->port = (unsigned)n;
-			break;
-		case 'b':
-			cfg->bind_addr = optarg;
-			break;
-		case 'u':
-			cfg->user = optarg;
-			break;
-		case 't':
-			if (parse_seconds(optarg, &cfg->idle_timeout) < 0)
-				bad = "idle timeout must be a number of seconds above 0";
-			break;
-		case 'm':
-			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
-				bad = "max idle per host must be a whole number";
-			else
-				cfg->max_idle_per_host = (unsigned)n;
-			break;
-		case 'M':
-			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
-				bad = "max idle must be a whole number";
-			else
-				cfg->max_idle_total = (unsigned)n;
-			break;
-		case OPT_CONNECT_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->connect_timeout) < 0)
-				bad = "connect timeout must be a number of seconds above 0";
-			break;
-		case OPT_RESPONSE_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->response_timeout) < 0)
-				bad = "response timeout must be a number of seconds above 0";
-			break;
-		case OPT_IO_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->io_timeout) < 0)
-				bad = "io timeout must be a number of seconds above 0";
-			break;
-		case OPT_CLIENT_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->client_idle_timeout) < 0)
-				bad = "client timeout must be a number of seconds above 0";
-			break;
-		case OPT_MAX_HEADER:
-			/* Below 1 KiB nothing real fits; above 1 MiB it is a memory lever. */
-			if (parse_unsigned(optarg, 1024, 1048576, &n) < 0)
-				bad = "max header size must be 1024-1048576 bytes";
-			else
-				cfg->max_header_bytes = n;
-			break;
-		case OPT_MAX_URL:
-			if (parse_unsigned(optarg, 64, 1048576, &n) < 0)
-				bad = "max url size must be 64-1048576 bytes";
-			else
-				cfg->max_url_bytes = n;
-			break;
-		case OPT_MAX_CLIENTS:
-			if (parse_unsigned(optarg, 1, 10000000, &n) < 0)
-				bad = "max clients must be a whole number above 0";
-			else
-				cfg->max_clients = (unsigned)n;
-			break;
-		case OPT_DNS_TTL:
-			if (parse_seconds(optarg, &cfg->dns_cache_ttl) < 0)
-				bad = "dns ttl must be a number of seconds above 0";
-			break;
-		case OPT_CONNECT_PORTS:
-			if (parse_port_list(cfg, optarg) < 0)
-				bad = "connect ports must be '*' or a comma-separated list of 1-65535";
-			break;
-		case OPT_TUNNEL_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->tunnel_timeout) < 0)
-				bad = "tunnel timeout must be a number of seconds above 0";
-			break;
-		case OPT_PIPE_SIZE:
-			/* One page to 64 MiB; the kernel may round up or cap it further. */
-			if (parse_unsigned(optarg, 4096, 67108864, &n) < 0)
-				bad = "pipe size must be 4096-67108864 bytes";
-			else
-				cfg->pipe_size = n;
-			break;
-		case OPT_NO_SPLICE:
-			cfg->no_splice = true;
-			break;
-		case OPT_MAX_CONNS_PER_HOST:
-			if (parse_unsigned(optarg, 0, 1000000, &n) < 0)
-				bad = "max conns per host must be a whole number (0: no cap)";
-			else
-				cfg->max_conns_per_host = (unsigned)n;
-			break;
-		case OPT_QUEUE_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->queue_timeout) < 0)
-				bad = "queue timeout must be a number of seconds above 0";
-			break;
-		case OPT_NO_CONNECT_RACE:
-			cfg->no_connect_race = true;
-			break;
-		case OPT_UPSTREAM_RCVBUF:
-		case OPT_UPSTREAM_SNDBUF:
-			/* The kernel doubles the value and keeps it below INT_MAX. */
-			if (parse_unsigned(optarg, 4096, 1073741824, &n) < 0)
-				bad = "socket buffer size must be 4096-1073741824 bytes";
-			else if (c == OPT_UPSTREAM_RCVBUF)
-				cfg->upstream_rcvbuf = (unsigned)n;
-			else
-				cfg->upstream_sndbuf = (unsigned)n;
-			break;
-		case OPT_CONGESTION:
-			/* TCP_CA_NAME_MAX is 16 with the NUL. */
-			if (*optarg == '\0' || strlen(optarg) > 15)
-				bad = "congestion control name must be 1-15 characters";
-			else
-				cfg->congestion = optarg;
-			break;
-		case OPT_ALLOW:
-			bad = add_range(cfg->allow, &cfg->nallow, optarg, "--allow");
-			break;
-		case OPT_DENY_DEST:
-			bad = add_range(cfg->deny_dest, &cfg->ndeny_dest, optarg, "--deny-dest");
-			break;
-		case OPT_ALLOW_DEST:
-			bad = add_range(cfg->allow_dest, &cfg->nallow_dest, optarg, "--allow-dest");
-			break;
-		case OPT_ACCESS_LOG:
-			cfg->access_log = optarg;
-			break;
-		case OPT_LOG_QUERY:
-			cfg->log_query = true;
-			break;
-		case OPT_SYSLOG:
-			cfg->syslog = true;
-			break;
-		case OPT_PIDFILE:
-			cfg->pidfile = optarg;
-			break;
-		case OPT_INTERCEPT:
-			if ((bad = intercept_pattern_problem(optarg)) != NULL)
-				break;
-			if (cfg->nintercept == KP_MAX_INTERCEPT)
-				bad = "too many --intercept patterns";
-			else
-				cfg->intercept[cfg->nintercept++] = optarg;
-			break;
-		case OPT_CA_CERT:
-			cfg->ca_cert = optarg;
-			break;
-		case OPT_CA_KEY:
-			cfg->ca_key = optarg;
-			break;
-		case OPT_MAKE_CA:
-			cfg->make_ca_dir = optarg;
-			break;
-		case OPT_UPSTREAM_CA:
-			cfg->upstream_ca = optarg;
-			break;
-		case OPT_LEAF_CACHE:
-			if (parse_unsigned(optarg, 1, 1000000, &n) < 0)
-				bad = "leaf cache must be 1-1000000 certificates";
-			else
-				cfg->leaf_cache = (unsigned)n;
-			break;
-		case OPT_STATS_LISTEN:
-			bad = parse_listen(cfg, optarg);
-			break;
-		case OPT_GRACE:
-			/* 0 is allowed: stop at once. */
-			if (strcmp(optarg, "0") == 0)
-				cfg->grace = 0;
-			else if (parse_seconds(optarg, &cfg->grace) < 0)
-				bad = "grace must be 0 or a number of seconds";
-			break;
-		case OPT_HEADER_TIMEOUT:
-			if (parse_seconds(optarg, &cfg->header_timeout) < 0)
-				bad = "header timeout must be a number of seconds above 0";
-			break;
-		case OPT_AUTH_FILE:
-			cfg->auth_file = optarg;
-			break;
-		case OPT_TCP_KEEPALIVE:
-			if (parse_unsigned(optarg, 0, 32767, &n) < 0)
-				bad = "tcp keepalive must be 0-32767 seconds";
-			else
-				cfg->tcp_keepalive = (unsigned)n;
-			break;
-		case 'v':
-			cfg->verbosity++;
-			break;
-		case 'V':
-			/* Which package a router has: with TLS (--intercept) or without. */
-			fprintf(out, "keepalive-proxy %s\nTLS: %s\n", KP_VERSION,
-			        tls_built_in() ? tls_backend_name() : "none (built with -DKP_TLS=OFF)");
-			return CONFIG_EXIT_OK;
-		case 'h':
-			config_usage(out);
-			return CONFIG_EXIT_OK;
-		case ':':
+		if (c == ':') {
 			fprintf(err, "keepalive-proxy: option %s needs a value\n", argv[optind - 1]);
 			return CONFIG_ERROR;
-		default:
+		}
+		for (size_t i = 0; i < NOPTIONS && !o; i++)
+			if (option_code(i) == c)
+				o = &config_options[i];
+		if (!o) {
 			fprintf(err, "keepalive-proxy: unknown option %s (see --help)\n",
 			        argv[optind - 1]);
 			return CONFIG_ERROR;
 		}
-		if (bad) {
+		if (o->kind == CONFIG_OPT_HELP) {
+			config_usage(out);
+			return CONFIG_EXIT_OK;
+		}
+		if (o->kind == CONFIG_OPT_VERSION) {
+			/* Which package a router has: with TLS (--intercept) or without. */
+			fprintf(out, "keepalive-proxy %s\nTLS: %s\n", KP_VERSION,
+			        tls_name ? tls_name : "none (built with -DKP_TLS=OFF)");
+			return CONFIG_EXIT_OK;
+		}
+		if ((bad = option_apply(cfg, o, optarg)) != NULL) {
 			fprintf(err, "keepalive-proxy: %s: '%s'\n", bad, optarg);
 			return CONFIG_ERROR;
 		}
@@ -605,7 +545,7 @@ config_parse(struct kp_config *cfg, int argc, char **argv, FILE *out, FILE *err)
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
-	if ((cfg->nintercept || cfg->make_ca_dir) && !tls_built_in()) {
+	if ((cfg->nintercept || cfg->make_ca_dir) && !tls_name) {
 		fprintf(err, "keepalive-proxy: --intercept and --make-ca need TLS, and this binary was "
 		             "built without it (-DKP_TLS=OFF)\n");
 		return CONFIG_ERROR;

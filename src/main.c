@@ -17,7 +17,8 @@ main(int argc, char **argv)
 	int status = EXIT_SUCCESS;
 
 	config_defaults(&cfg);
-	switch (config_parse(&cfg, argc, argv, stdout, stderr)) {
+	switch (config_parse(&cfg, argc, argv, tls_built_in() ? tls_backend_name() : NULL, stdout,
+	                     stderr)) {
 	case CONFIG_RUN:
 		break;
 	case CONFIG_EXIT_OK:

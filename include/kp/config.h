@@ -105,13 +105,51 @@ enum config_parse_result {
 };
 
 /*
- * Parses argv into cfg (which must hold the defaults). Messages go to out
- * (help, version) or err (mistakes); the caller picks the exit code.
+ * Parses argv into cfg (which must hold the defaults). tls_name is the TLS
+ * library built in, as --version names it; NULL for a binary without one,
+ * which refuses --intercept and --make-ca. Messages go to out (help,
+ * version) or err (mistakes); the caller picks the exit code.
  */
 enum config_parse_result config_parse(struct kp_config *cfg, int argc, char **argv,
-                                      FILE *out, FILE *err);
+                                      const char *tls_name, FILE *out, FILE *err);
 
+/* Prints --help: config_options in order. */
 void config_usage(FILE *out);
+
+/* What an option does with its value (config_option.kind). */
+enum config_option_kind {
+	CONFIG_OPT_UNSIGNED,  /* a whole number in [min, max] into an unsigned field */
+	CONFIG_OPT_SIZE,      /* likewise into a size_t field */
+	CONFIG_OPT_SECONDS,   /* above 0 and at most a day, fractions allowed, into a double */
+	CONFIG_OPT_STRING,    /* the argument itself, not copied, into a const char * */
+	CONFIG_OPT_FLAG,      /* no value: a bool field becomes true */
+	CONFIG_OPT_COUNT,     /* no value: an int field goes up by one */
+	CONFIG_OPT_CIDRS,     /* an address or range appended to a struct cidr list */
+	CONFIG_OPT_CUSTOM,    /* parse() does it */
+	CONFIG_OPT_HELP,      /* no value: print --help and stop */
+	CONFIG_OPT_VERSION,   /* no value: print the version and stop */
+};
+
+/*
+ * One command-line option. config_options drives getopt, the parse of each
+ * value and the --help text, so the three cannot disagree.
+ */
+struct config_option {
+	const char *name;         /* long name without "--"; NULL ends the table */
+	char short_name;          /* one-letter alias, 0: none */
+	const char *arg;          /* the value's name in --help; NULL: takes no value */
+	const char *help;         /* --help text, lines separated by '\n' */
+	enum config_option_kind kind;   /* what becomes of the value */
+	size_t field;             /* offsetof the kp_config member the value goes into */
+	size_t count_field;       /* CONFIG_OPT_CIDRS: offsetof the list's unsigned count */
+	unsigned long min, max;   /* CONFIG_OPT_UNSIGNED, _SIZE: the values accepted */
+	const char *bad;          /* UNSIGNED, SIZE, SECONDS: why a value was refused */
+	/* CONFIG_OPT_CUSTOM: stores arg in cfg; NULL, or why it was refused. */
+	const char *(*parse)(struct kp_config *cfg, const char *arg);
+};
+
+/* Every option, in --help order, ended by an entry whose name is NULL. */
+extern const struct config_option config_options[];
 
 /* Is addr (as given to -b) a loopback address, reachable from this machine only? */
 bool config_bind_is_loopback(const char *addr);

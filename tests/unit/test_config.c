@@ -13,9 +13,11 @@
 #include <cmocka.h>
 
 #include "kp/config.h"
-#include "kp/tls.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* What config_parse is told of the TLS library; each test runs both kinds of build. */
+#define TEST_TLS "TestTLS 1.2.3"
 
 struct outcome {
 	enum config_parse_result result;
@@ -34,7 +36,7 @@ outcome_free(struct outcome *o)
 
 /* Runs config_parse on a NULL-terminated argv, starting from the defaults. */
 static void
-run_argv(struct outcome *o, char **argv)
+run_argv_tls(struct outcome *o, char **argv, const char *tls_name)
 {
 	size_t out_len = 0, err_len = 0;
 	FILE *out, *err;
@@ -48,14 +50,23 @@ run_argv(struct outcome *o, char **argv)
 	assert_non_null(out);
 	assert_non_null(err);
 	config_defaults(&o->cfg);
-	o->result = config_parse(&o->cfg, argc, argv, out, err);
+	o->result = config_parse(&o->cfg, argc, argv, tls_name, out, err);
 	fclose(out);
 	fclose(err);
 	assert_non_null(o->out);
 	assert_non_null(o->err);
 }
 
+static void
+run_argv(struct outcome *o, char **argv)
+{
+	run_argv_tls(o, argv, TEST_TLS);
+}
+
 #define RUN(o, ...) run_argv((o), (char *[]){"keepalive-proxy", __VA_ARGS__, NULL})
+/* As a binary built with -DKP_TLS=OFF parses. */
+#define RUN_NO_TLS(o, ...) \
+	run_argv_tls((o), (char *[]){"keepalive-proxy", __VA_ARGS__, NULL}, NULL)
 
 static void
 assert_defaults_except_nothing(const struct kp_config *cfg)
@@ -79,6 +90,13 @@ assert_defaults_except_nothing(const struct kp_config *cfg)
 	assert_int_equal(cfg->verbosity, d.verbosity);
 }
 
+#define assert_seconds(actual, expected) \
+	do { \
+		if ((actual) != (expected)) \
+			fail_msg("%s is %g, not %g", #actual, (double)(actual), (double)(expected)); \
+	} while (0)
+
+/* Each default as --help, the man page and the README state it. */
 static void
 test_defaults(void **state)
 {
@@ -87,29 +105,53 @@ test_defaults(void **state)
 	(void)state;
 	memset(&cfg, 0xa5, sizeof(cfg));
 	config_defaults(&cfg);
-	assert_int_equal(cfg.port, 9250);
 	assert_string_equal(cfg.bind_addr, "127.0.0.1");
-	assert_true(cfg.idle_timeout == 50);
+	assert_int_equal(cfg.port, 9250);
+	assert_int_equal(cfg.nallow, 0);
+	assert_null(cfg.auth_file);
+	assert_null(cfg.user);
+	assert_null(cfg.access_log);
+	assert_false(cfg.syslog);
+	assert_null(cfg.pidfile);
+	assert_false(cfg.log_query);
+	assert_null(cfg.stats_addr);
+	assert_int_equal(cfg.ndeny_dest, 0);
+	assert_int_equal(cfg.nallow_dest, 0);
+	assert_seconds(cfg.idle_timeout, 50);
 	assert_int_equal(cfg.max_idle_per_host, 8);
 	assert_int_equal(cfg.max_idle_total, 256);
-	assert_int_equal(cfg.max_header_bytes, 32768);
-	assert_int_equal(cfg.max_url_bytes, 8192);
-	assert_true(cfg.connect_timeout > 0);
-	assert_true(cfg.response_timeout > 0);
-	assert_true(cfg.io_timeout > 0);
-	assert_true(cfg.client_idle_timeout > 0);
-	assert_true(cfg.max_clients > 0);
-	assert_true(cfg.dns_cache_ttl > 0);
 	assert_int_equal(cfg.max_conns_per_host, 0);
-	assert_true(cfg.queue_timeout == 30);
+	assert_seconds(cfg.queue_timeout, 30);
 	assert_false(cfg.no_connect_race);
 	/* Buffers unset: Linux autotunes them. */
 	assert_int_equal(cfg.upstream_rcvbuf, 0);
 	assert_int_equal(cfg.upstream_sndbuf, 0);
 	assert_null(cfg.congestion);
 	assert_int_equal(cfg.tcp_keepalive, 15);
-	assert_true(cfg.header_timeout == 30);
-	assert_true(cfg.grace == 10);
+	assert_seconds(cfg.connect_timeout, 10);
+	assert_seconds(cfg.response_timeout, 60);
+	assert_seconds(cfg.io_timeout, 300);
+	assert_seconds(cfg.client_idle_timeout, 60);
+	assert_seconds(cfg.header_timeout, 30);
+	assert_int_equal(cfg.max_header_bytes, 32768);
+	assert_int_equal(cfg.max_url_bytes, 8192);
+	assert_int_equal(cfg.max_clients, 10000);
+	assert_seconds(cfg.tunnel_timeout, 600);
+	assert_seconds(cfg.grace, 10);
+	assert_false(cfg.connect_any_port);
+	for (unsigned port = 0; port <= 65536; port++)
+		if (config_connect_port_allowed(&cfg, port) != (port == 443))
+			fail_msg("CONNECT to port %u allowed: %d", port,
+			         config_connect_port_allowed(&cfg, port));
+	assert_false(cfg.no_splice);
+	assert_int_equal(cfg.pipe_size, 1048576);
+	assert_int_equal(cfg.nintercept, 0);
+	assert_null(cfg.ca_cert);
+	assert_null(cfg.ca_key);
+	assert_null(cfg.upstream_ca);
+	assert_null(cfg.make_ca_dir);
+	assert_int_equal(cfg.leaf_cache, 256);
+	assert_seconds(cfg.dns_cache_ttl, 60);
 	assert_int_equal(cfg.verbosity, 0);
 }
 
@@ -466,16 +508,510 @@ test_version(void **state)
 	(void)state;
 	RUN(&o, "-V");
 	assert_int_equal(o.result, CONFIG_EXIT_OK);
-	assert_true(strncmp(o.out, "keepalive-proxy " KP_VERSION "\nTLS: ",
-	                    strlen("keepalive-proxy " KP_VERSION "\nTLS: ")) == 0);
-	assert_non_null(strstr(o.out, tls_built_in() ? "OpenSSL" : "none"));
+	assert_string_equal(o.out, "keepalive-proxy " KP_VERSION "\nTLS: " TEST_TLS "\n");
 	assert_string_equal(o.err, "");
 	outcome_free(&o);
 
-	RUN(&o, "--version");
+	RUN(&o, "--version", "-p", "0");
 	assert_int_equal(o.result, CONFIG_EXIT_OK);
-	assert_true(strncmp(o.out, "keepalive-proxy " KP_VERSION "\n",
-	                    strlen("keepalive-proxy " KP_VERSION "\n")) == 0);
+	assert_string_equal(o.out, "keepalive-proxy " KP_VERSION "\nTLS: " TEST_TLS "\n");
+	assert_string_equal(o.err, "");
+	outcome_free(&o);
+
+	/* Which package a router has says so, and how it was built. */
+	RUN_NO_TLS(&o, "--version");
+	assert_int_equal(o.result, CONFIG_EXIT_OK);
+	assert_string_equal(o.out,
+	                    "keepalive-proxy " KP_VERSION "\nTLS: none (built with -DKP_TLS=OFF)\n");
+	outcome_free(&o);
+}
+
+/* ---- the option table, entry by entry ---------------------------------------- */
+
+static bool
+takes_value(enum config_option_kind kind)
+{
+	return kind != CONFIG_OPT_FLAG && kind != CONFIG_OPT_COUNT && kind != CONFIG_OPT_HELP &&
+	       kind != CONFIG_OPT_VERSION;
+}
+
+static unsigned long
+number_at(const struct kp_config *cfg, const struct config_option *opt)
+{
+	const char *p = (const char *)cfg + opt->field;
+
+	return opt->kind == CONFIG_OPT_SIZE ? *(const size_t *)p : *(const unsigned *)p;
+}
+
+static double
+seconds_at(const struct kp_config *cfg, const struct config_option *opt)
+{
+	return *(const double *)((const char *)cfg + opt->field);
+}
+
+static const char *
+string_at(const struct kp_config *cfg, const struct config_option *opt)
+{
+	return *(const char *const *)((const char *)cfg + opt->field);
+}
+
+static unsigned
+count_at(const struct kp_config *cfg, const struct config_option *opt)
+{
+	return *(const unsigned *)((const char *)cfg + opt->count_field);
+}
+
+/*
+ * Parses "--NAME=value"; a 1 MiB head limit goes first so that
+ * --max-url-size keeps what it was given (a later --max-header-size wins).
+ */
+static void
+run_value(struct outcome *o, const struct config_option *opt, const char *value)
+{
+	char arg[128];
+
+	snprintf(arg, sizeof(arg), "--%s=%s", opt->name, value);
+	RUN(o, "--max-header-size=1048576", arg);
+}
+
+/* value is refused with the entry's own message, and nothing else is said. */
+static void
+assert_refused(const struct config_option *opt, const char *value)
+{
+	struct outcome o;
+	char want[256];
+
+	run_value(&o, opt, value);
+	snprintf(want, sizeof(want), "keepalive-proxy: %s: '%s'\n", opt->bad, value);
+	if (o.result != CONFIG_ERROR || strcmp(o.err, want) != 0)
+		fail_msg("--%s=%s: result %d, message \"%s\", not \"%s\"", opt->name, value, o.result,
+		         o.err, want);
+	assert_string_equal(o.out, "");
+	outcome_free(&o);
+}
+
+static void
+test_option_table_is_well_formed(void **state)
+{
+	const struct config_option *a, *b;
+	size_t n = 0;
+
+	(void)state;
+	for (a = config_options; a->name; a++, n++) {
+		assert_int_equal(strspn(a->name, "abcdefghijklmnopqrstuvwxyz-"), strlen(a->name));
+		for (b = a + 1; b->name; b++) {
+			if (strcmp(a->name, b->name) == 0)
+				fail_msg("--%s is in the table twice", a->name);
+			if (a->short_name && a->short_name == b->short_name)
+				fail_msg("-%c stands for --%s and --%s", a->short_name, a->name, b->name);
+		}
+		if (takes_value(a->kind) != (a->arg != NULL))
+			fail_msg("--%s: kind %d with argument name %s", a->name, a->kind,
+			         a->arg ? a->arg : "(none)");
+		if (!a->help || !*a->help || a->help[strlen(a->help) - 1] == '\n')
+			fail_msg("--%s: no help, or a help that ends in a blank line", a->name);
+		switch (a->kind) {
+		case CONFIG_OPT_UNSIGNED:
+		case CONFIG_OPT_SIZE:
+			assert_true(a->min <= a->max);
+			/* fall through */
+		case CONFIG_OPT_SECONDS:
+			assert_non_null(a->bad);
+			break;
+		case CONFIG_OPT_CUSTOM:
+			assert_non_null(a->parse);
+			break;
+		default:
+			break;
+		}
+	}
+	assert_true(n > 40);
+}
+
+/* The ranges the error messages state; a number option added or changed must be listed. */
+static const struct {
+	const char *name;
+	unsigned long min, max;
+} number_limits[] = {
+	{"port", 1, 65535},
+	{"max-idle-per-host", 0, 1000000},
+	{"max-idle", 0, 1000000},
+	{"max-conns-per-host", 0, 1000000},
+	{"max-header-size", 1024, 1048576},
+	{"max-url-size", 64, 1048576},
+	{"max-clients", 1, 10000000},
+	{"pipe-size", 4096, 67108864},
+	{"upstream-rcvbuf", 4096, 1073741824},
+	{"upstream-sndbuf", 4096, 1073741824},
+	{"tcp-keepalive", 0, 32767},
+	{"leaf-cache", 1, 1000000},
+};
+
+/* Above 0, at most a day. */
+static const char *const seconds_options[] = {
+	"idle-timeout", "queue-timeout", "connect-timeout", "response-timeout", "io-timeout",
+	"client-timeout", "header-timeout", "dns-ttl", "tunnel-timeout",
+};
+
+static const struct config_option *
+option_named(const char *name)
+{
+	for (const struct config_option *opt = config_options; opt->name; opt++)
+		if (strcmp(opt->name, name) == 0)
+			return opt;
+	fail_msg("--%s is not in the option table", name);
+	return NULL;
+}
+
+static void
+assert_number_limits(const struct config_option *opt, unsigned long min, unsigned long max)
+{
+	const unsigned long ends[] = {min, max};
+	struct outcome o;
+	char v[32];
+
+	if ((opt->kind != CONFIG_OPT_UNSIGNED && opt->kind != CONFIG_OPT_SIZE) ||
+	    opt->min != min || opt->max != max)
+		fail_msg("--%s: kind %d, range %lu-%lu, not %lu-%lu", opt->name, opt->kind, opt->min,
+		         opt->max, min, max);
+	for (size_t i = 0; i < ARRAY_LEN(ends); i++) {
+		snprintf(v, sizeof(v), "%lu", ends[i]);
+		run_value(&o, opt, v);
+		if (o.result != CONFIG_RUN || number_at(&o.cfg, opt) != ends[i])
+			fail_msg("--%s=%s: result %d, value %lu, error \"%s\"", opt->name, v, o.result,
+			         number_at(&o.cfg, opt), o.err);
+		outcome_free(&o);
+	}
+	if (min > 0) {
+		snprintf(v, sizeof(v), "%lu", min - 1);
+		assert_refused(opt, v);
+	}
+	snprintf(v, sizeof(v), "%lu", max + 1);
+	assert_refused(opt, v);
+	assert_refused(opt, "-1");
+	assert_refused(opt, "");
+	assert_refused(opt, "12x");
+}
+
+static void
+assert_seconds_limits(const struct config_option *opt)
+{
+	static const double fine[] = {0.25, 86400};
+	struct outcome o;
+	char v[32];
+
+	if (opt->kind != CONFIG_OPT_SECONDS)
+		fail_msg("--%s: kind %d, not seconds", opt->name, opt->kind);
+	for (size_t i = 0; i < ARRAY_LEN(fine); i++) {
+		snprintf(v, sizeof(v), "%g", fine[i]);
+		run_value(&o, opt, v);
+		if (o.result != CONFIG_RUN || seconds_at(&o.cfg, opt) != fine[i])
+			fail_msg("--%s=%s: result %d, value %g, error \"%s\"", opt->name, v, o.result,
+			         seconds_at(&o.cfg, opt), o.err);
+		outcome_free(&o);
+	}
+	assert_refused(opt, "0");
+	assert_refused(opt, "86401");
+	assert_refused(opt, "-1");
+	assert_refused(opt, "inf");
+	assert_refused(opt, "nan");
+	assert_refused(opt, "5s");
+}
+
+/* Every number takes the ends of its range and refuses one past each, in its own words. */
+static void
+test_option_limits(void **state)
+{
+	size_t numbers = 0, seconds = 0;
+	struct outcome o;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(number_limits); i++)
+		assert_number_limits(option_named(number_limits[i].name), number_limits[i].min,
+		                     number_limits[i].max);
+	for (size_t i = 0; i < ARRAY_LEN(seconds_options); i++)
+		assert_seconds_limits(option_named(seconds_options[i]));
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		numbers += opt->kind == CONFIG_OPT_UNSIGNED || opt->kind == CONFIG_OPT_SIZE;
+		seconds += opt->kind == CONFIG_OPT_SECONDS;
+	}
+	assert_int_equal(numbers, ARRAY_LEN(number_limits));
+	assert_int_equal(seconds, ARRAY_LEN(seconds_options));
+
+	/* --grace is seconds too, and 0 besides. */
+	RUN(&o, "--grace", "0");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_seconds(o.cfg.grace, 0);
+	outcome_free(&o);
+	RUN(&o, "--grace", "86400");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_seconds(o.cfg.grace, 86400);
+	outcome_free(&o);
+	RUN(&o, "--grace", "86401");
+	assert_string_equal(o.err, "keepalive-proxy: grace must be 0 or a number of seconds: "
+	                           "'86401'\n");
+	outcome_free(&o);
+}
+
+#define AT(member) offsetof(struct kp_config, member)
+
+/* Where each option that stores its value directly stores it. */
+static const struct {
+	const char *name;
+	size_t field;
+} option_fields[] = {
+	{"port", AT(port)},
+	{"bind", AT(bind_addr)},
+	{"allow", AT(allow)},
+	{"auth-file", AT(auth_file)},
+	{"deny-dest", AT(deny_dest)},
+	{"allow-dest", AT(allow_dest)},
+	{"user", AT(user)},
+	{"idle-timeout", AT(idle_timeout)},
+	{"max-idle-per-host", AT(max_idle_per_host)},
+	{"max-idle", AT(max_idle_total)},
+	{"max-conns-per-host", AT(max_conns_per_host)},
+	{"queue-timeout", AT(queue_timeout)},
+	{"no-connect-race", AT(no_connect_race)},
+	{"connect-timeout", AT(connect_timeout)},
+	{"response-timeout", AT(response_timeout)},
+	{"io-timeout", AT(io_timeout)},
+	{"client-timeout", AT(client_idle_timeout)},
+	{"header-timeout", AT(header_timeout)},
+	{"max-header-size", AT(max_header_bytes)},
+	{"max-url-size", AT(max_url_bytes)},
+	{"max-clients", AT(max_clients)},
+	{"dns-ttl", AT(dns_cache_ttl)},
+	{"tunnel-timeout", AT(tunnel_timeout)},
+	{"access-log", AT(access_log)},
+	{"log-query", AT(log_query)},
+	{"syslog", AT(syslog)},
+	{"pidfile", AT(pidfile)},
+	{"pipe-size", AT(pipe_size)},
+	{"no-splice", AT(no_splice)},
+	{"upstream-rcvbuf", AT(upstream_rcvbuf)},
+	{"upstream-sndbuf", AT(upstream_sndbuf)},
+	{"tcp-keepalive", AT(tcp_keepalive)},
+	{"ca-cert", AT(ca_cert)},
+	{"ca-key", AT(ca_key)},
+	{"make-ca", AT(make_ca_dir)},
+	{"upstream-ca", AT(upstream_ca)},
+	{"leaf-cache", AT(leaf_cache)},
+	{"verbose", AT(verbosity)},
+};
+
+static void
+test_option_fields(void **state)
+{
+	size_t direct = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(option_fields); i++) {
+		const struct config_option *opt = option_named(option_fields[i].name);
+
+		if (opt->kind == CONFIG_OPT_CUSTOM || opt->kind == CONFIG_OPT_HELP ||
+		    opt->kind == CONFIG_OPT_VERSION || opt->field != option_fields[i].field)
+			fail_msg("--%s does not store into the member it names", opt->name);
+	}
+	for (const struct config_option *opt = config_options; opt->name; opt++)
+		direct += opt->kind != CONFIG_OPT_CUSTOM && opt->kind != CONFIG_OPT_HELP &&
+		          opt->kind != CONFIG_OPT_VERSION;
+	assert_int_equal(direct, ARRAY_LEN(option_fields));
+	assert_int_equal(option_named("allow")->count_field, AT(nallow));
+	assert_int_equal(option_named("deny-dest")->count_field, AT(ndeny_dest));
+	assert_int_equal(option_named("allow-dest")->count_field, AT(nallow_dest));
+}
+
+/* Strings are kept as given, flags set, lists grow to their cap and no further. */
+static void
+test_option_values(void **state)
+{
+	(void)state;
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		char *argv[KP_MAX_CIDRS + 3] = {"keepalive-proxy"};
+		char flag[64], values[KP_MAX_CIDRS + 1][32], want[160];
+		struct outcome o;
+
+		snprintf(flag, sizeof(flag), "--%s", opt->name);
+		switch (opt->kind) {
+		case CONFIG_OPT_STRING:
+			/* Loopback, so that --bind passes the open-proxy check. */
+			argv[1] = flag;
+			argv[2] = "::1";
+			run_argv(&o, argv);
+			assert_int_equal(o.result, CONFIG_RUN);
+			assert_ptr_equal(string_at(&o.cfg, opt), argv[2]);
+			outcome_free(&o);
+			break;
+		case CONFIG_OPT_FLAG:
+			argv[1] = flag;
+			run_argv(&o, argv);
+			assert_int_equal(o.result, CONFIG_RUN);
+			assert_true(*(const bool *)((const char *)&o.cfg + opt->field));
+			outcome_free(&o);
+			break;
+		case CONFIG_OPT_CIDRS:
+			for (unsigned i = 0; i <= KP_MAX_CIDRS; i++) {
+				snprintf(values[i], sizeof(values[i]), "--%s=10.%u.0.0/16", opt->name, i);
+				argv[1 + i] = values[i];
+			}
+			/* One past the cap first, then exactly the cap. */
+			run_argv(&o, argv);
+			snprintf(want, sizeof(want),
+			         "keepalive-proxy: too many --%s ranges (at most %d): '10.%d.0.0/16'\n",
+			         opt->name, KP_MAX_CIDRS, KP_MAX_CIDRS);
+			assert_int_equal(o.result, CONFIG_ERROR);
+			assert_string_equal(o.err, want);
+			outcome_free(&o);
+			argv[1 + KP_MAX_CIDRS] = "-b::1";
+			run_argv(&o, argv);
+			assert_int_equal(o.result, CONFIG_RUN);
+			assert_int_equal(count_at(&o.cfg, opt), KP_MAX_CIDRS);
+			outcome_free(&o);
+			argv[1] = flag;
+			argv[2] = "lan";
+			argv[3] = NULL;
+			run_argv(&o, argv);
+			assert_int_equal(o.result, CONFIG_ERROR);
+			snprintf(want, sizeof(want),
+			         "keepalive-proxy: --%s wants an address or a range such as "
+			         "192.168.1.0/24: 'lan'\n",
+			         opt->name);
+			assert_string_equal(o.err, want);
+			outcome_free(&o);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+/* Each value-taking option, long and short, without its value; each flag given one. */
+static void
+test_option_missing_or_extra_value(void **state)
+{
+	(void)state;
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		char flag[64], want[128];
+		struct outcome o;
+
+		if (opt->arg) {
+			snprintf(flag, sizeof(flag), "--%s", opt->name);
+			RUN(&o, flag);
+			snprintf(want, sizeof(want), "keepalive-proxy: option %s needs a value\n", flag);
+			assert_int_equal(o.result, CONFIG_ERROR);
+			assert_string_equal(o.err, want);
+			outcome_free(&o);
+			if (opt->short_name) {
+				snprintf(flag, sizeof(flag), "-%c", opt->short_name);
+				RUN(&o, "-v", flag);
+				snprintf(want, sizeof(want), "keepalive-proxy: option %s needs a value\n",
+				         flag);
+				assert_int_equal(o.result, CONFIG_ERROR);
+				assert_string_equal(o.err, want);
+				outcome_free(&o);
+			}
+		} else {
+			snprintf(flag, sizeof(flag), "--%s=1", opt->name);
+			RUN(&o, flag);
+			assert_int_equal(o.result, CONFIG_ERROR);
+			assert_string_equal(o.out, "");
+			outcome_free(&o);
+		}
+	}
+}
+
+/* A one-letter alias does what its long name does. */
+static void
+test_short_alias_is_long_name(void **state)
+{
+	(void)state;
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		char short_flag[3] = {'-', opt->short_name, '\0'}, long_flag[64];
+		const char *value = opt->kind == CONFIG_OPT_STRING ? "::1" : "7";
+		struct outcome by_short, by_long;
+
+		if (!opt->short_name || opt->kind == CONFIG_OPT_HELP || opt->kind == CONFIG_OPT_VERSION)
+			continue;
+		snprintf(long_flag, sizeof(long_flag), "--%s", opt->name);
+		if (opt->arg) {
+			RUN(&by_short, short_flag, (char *)value);
+			RUN(&by_long, long_flag, (char *)value);
+		} else {
+			RUN(&by_short, short_flag);
+			RUN(&by_long, long_flag);
+		}
+		assert_int_equal(by_short.result, CONFIG_RUN);
+		assert_int_equal(by_long.result, CONFIG_RUN);
+		if (memcmp(&by_short.cfg, &by_long.cfg, sizeof(by_short.cfg)) != 0)
+			fail_msg("-%c and --%s set different things", opt->short_name, opt->name);
+		outcome_free(&by_short);
+		outcome_free(&by_long);
+	}
+}
+
+static void
+test_unknown_option(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--bogus");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, "keepalive-proxy: unknown option --bogus (see --help)\n");
+	outcome_free(&o);
+	RUN(&o, "-x");
+	assert_string_equal(o.err, "keepalive-proxy: unknown option -x (see --help)\n");
+	outcome_free(&o);
+	/* getopt_long takes a prefix of one long name for it; of several, for none. */
+	RUN(&o, "--max-idle-", "1");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.max_idle_per_host, 1);
+	outcome_free(&o);
+	RUN(&o, "--max", "1");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, "keepalive-proxy: unknown option --max (see --help)\n");
+	outcome_free(&o);
+}
+
+/* Every entry prints under its own flag, each help line in its place. */
+static void
+test_help_from_table(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--help");
+	assert_int_equal(o.result, CONFIG_EXIT_OK);
+	assert_true(strncmp(o.out, "Usage: keepalive-proxy [options]\n", 33) == 0);
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		/* Text at column 31, or 34 for flags without an alias. */
+		size_t column = opt->short_name ? 31 : 34, skip;
+		const char *at, *line = opt->help;
+		char alias[8] = "    ", label[96];
+
+		if (opt->short_name)
+			snprintf(alias, sizeof(alias), "-%c, ", opt->short_name);
+		snprintf(label, sizeof(label), "\n  %s--%s%s%s", alias, opt->name, opt->arg ? " " : "",
+		         opt->arg ? opt->arg : "");
+		at = strstr(o.out, label);
+		if (!at)
+			fail_msg("--help has no line for --%s", opt->name);
+		at++;
+		skip = strlen(label) - 1;
+		for (;;) {
+			size_t len = strcspn(line, "\n");
+
+			if (skip + strspn(at + skip, " ") != column || strncmp(at + column, line, len) != 0 ||
+			    at[column + len] != '\n')
+				fail_msg("--%s: help line \"%.*s\" out of place", opt->name, (int)len, line);
+			at += column + len + 1;
+			skip = 0;
+			if (!line[len])
+				break;
+			line += len + 1;
+		}
+	}
 	outcome_free(&o);
 }
 
@@ -525,18 +1061,15 @@ test_interception_options(void **state)
 	(void)state;
 	RUN(&o, "--intercept", "*.example.com", "--intercept", "192.0.2.7", "--ca-cert", "c.pem",
 	    "--ca-key", "k.pem", "--upstream-ca", "u.pem", "--leaf-cache", "10");
-	if (tls_built_in()) {
-		assert_int_equal(o.result, CONFIG_RUN);
-		assert_int_equal(o.cfg.nintercept, 2);
-		assert_string_equal(o.cfg.intercept[0], "*.example.com");
-		assert_string_equal(o.cfg.ca_cert, "c.pem");
-		assert_string_equal(o.cfg.ca_key, "k.pem");
-		assert_string_equal(o.cfg.upstream_ca, "u.pem");
-		assert_int_equal(o.cfg.leaf_cache, 10);
-	} else {
-		assert_int_equal(o.result, CONFIG_ERROR);
-		assert_non_null(strstr(o.err, "KP_TLS=OFF"));
-	}
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.nintercept, 2);
+	assert_string_equal(o.cfg.intercept[0], "*.example.com");
+	assert_string_equal(o.cfg.intercept[1], "192.0.2.7");
+	assert_string_equal(o.cfg.ca_cert, "c.pem");
+	assert_string_equal(o.cfg.ca_key, "k.pem");
+	assert_string_equal(o.cfg.upstream_ca, "u.pem");
+	assert_int_equal(o.cfg.leaf_cache, 10);
+	assert_string_equal(o.err, "");
 	outcome_free(&o);
 	/* A pattern that is no host. */
 	RUN(&o, "--intercept", "a.*.example.com", "--ca-cert", "c", "--ca-key", "k");
@@ -546,14 +1079,42 @@ test_interception_options(void **state)
 	/* Interception without a CA to sign with. */
 	RUN(&o, "--intercept", "example.com");
 	assert_int_equal(o.result, CONFIG_ERROR);
-	assert_non_null(strstr(tls_built_in() ? o.err : "--ca-cert", "--ca-cert"));
+	assert_non_null(strstr(o.err, "--ca-cert"));
 	outcome_free(&o);
 	RUN(&o, "--leaf-cache", "0");
 	assert_int_equal(o.result, CONFIG_ERROR);
 	outcome_free(&o);
 	/* --make-ca needs nothing else. */
 	RUN(&o, "--make-ca", "/tmp/ca", "--intercept", "example.com");
-	assert_int_equal(o.result, tls_built_in() ? CONFIG_RUN : CONFIG_ERROR);
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_string_equal(o.cfg.make_ca_dir, "/tmp/ca");
+	outcome_free(&o);
+}
+
+/* A binary built without TLS refuses the flags that need it, whatever else is given. */
+static void
+test_interception_without_tls(void **state)
+{
+	static const char refusal[] = "keepalive-proxy: --intercept and --make-ca need TLS, and "
+	                              "this binary was built without it (-DKP_TLS=OFF)\n";
+	struct outcome o;
+
+	(void)state;
+	RUN_NO_TLS(&o, "--intercept", "example.com", "--ca-cert", "c.pem", "--ca-key", "k.pem");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, refusal);
+	outcome_free(&o);
+	RUN_NO_TLS(&o, "--make-ca", "/tmp/ca");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, refusal);
+	outcome_free(&o);
+	/* The other TLS settings alone ask for nothing the build lacks. */
+	RUN_NO_TLS(&o, "--ca-cert", "c.pem", "--upstream-ca", "u.pem", "--leaf-cache", "10");
+	assert_int_equal(o.result, CONFIG_RUN);
+	outcome_free(&o);
+	RUN_NO_TLS(&o, "-p", "8080");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.port, 8080);
 	outcome_free(&o);
 }
 
@@ -570,9 +1131,18 @@ main(void)
 		cmocka_unit_test(test_dispatch_and_tuning_options),
 		cmocka_unit_test(test_open_proxy_refused),
 		cmocka_unit_test(test_interception_options),
+		cmocka_unit_test(test_interception_without_tls),
 		cmocka_unit_test(test_url_limit_follows_head_limit),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_help_from_table),
+		cmocka_unit_test(test_option_table_is_well_formed),
+		cmocka_unit_test(test_option_limits),
+		cmocka_unit_test(test_option_fields),
+		cmocka_unit_test(test_option_values),
+		cmocka_unit_test(test_option_missing_or_extra_value),
+		cmocka_unit_test(test_short_alias_is_long_name),
+		cmocka_unit_test(test_unknown_option),
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_parse_again_after_error),
 		/* Last: when it fails, getopt state it leaves must not touch the others. */

@@ -1,6 +1,8 @@
 /*
- * The manual page and --help list the same flags: every long option in one
- * is in the other (a flag added without documentation fails here).
+ * The manual page and --help list the same flags: every option in the table
+ * config_parse reads is in both, with the same alias and whether it takes a
+ * value, and the page lists no flag the table lacks (a flag added without
+ * documentation fails here).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,60 +18,30 @@
 
 #define MAX_FLAGS 128
 
-struct flags {
-	char name[MAX_FLAGS][40];
+/* What the page says of one option. */
+struct man_flag {
+	char name[40];     /* long name, without "--" */
+	char short_name;   /* the one-letter alias before it, 0: none */
+	bool has_arg;      /* an "Ar" follows */
+};
+
+struct man_flags {
+	struct man_flag flag[MAX_FLAGS];
 	unsigned n;
 };
 
-static void
-add(struct flags *f, const char *p, size_t len)
-{
-	if (len == 0 || len >= sizeof(f->name[0]))
-		return;
-	for (unsigned i = 0; i < f->n; i++)
-		if (strlen(f->name[i]) == len && memcmp(f->name[i], p, len) == 0)
-			return;
-	assert_true(f->n < MAX_FLAGS);
-	memcpy(f->name[f->n], p, len);
-	f->name[f->n++][len] = '\0';
-}
-
-static bool
-has(const struct flags *f, const char *name)
+static const struct man_flag *
+man_find(const struct man_flags *f, const char *name)
 {
 	for (unsigned i = 0; i < f->n; i++)
-		if (strcmp(f->name[i], name) == 0)
-			return true;
-	return false;
-}
-
-/* Long options named at the start of a --help line ("  -p, --port", "      --dns-ttl"). */
-static void
-help_flags(struct flags *f)
-{
-	char *text = NULL, *line, *save = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-
-	assert_non_null(out);
-	config_usage(out);
-	fclose(out);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		const char *p = line + strspn(line, " ");
-
-		if (p[0] == '-' && p[1] != '-')
-			p = strstr(p, "--");   /* "-p, --port" */
-		if (!p || p - line > 8 || strncmp(p, "--", 2) != 0)
-			continue;
-		p += 2;
-		add(f, p, strspn(p, "abcdefghijklmnopqrstuvwxyz-"));
-	}
-	free(text);
+		if (strcmp(f->flag[i].name, name) == 0)
+			return &f->flag[i];
+	return NULL;
 }
 
 /* Long options the page describes: ".It Fl p , Fl \-port Ar port", ".It Fl \-grace ...". */
 static void
-man_flags(struct flags *f)
+man_flags(struct man_flags *f)
 {
 	FILE *in = fopen(KP_MANPAGE, "r");
 	char line[512];
@@ -79,6 +51,7 @@ man_flags(struct flags *f)
 		char clean[512];
 		size_t n = 0;
 		const char *p;
+		char alias = 0;
 
 		if (strncmp(line, ".It Fl ", 7) != 0)
 			continue;
@@ -86,28 +59,82 @@ man_flags(struct flags *f)
 			if (!(s[0] == '\\' && s[1] == '-'))
 				clean[n++] = *s;
 		clean[n] = '\0';
-		/* "\-" became "-": the long option is the "Fl -name" in the line. */
-		for (p = clean; (p = strstr(p, "Fl -")) != NULL; p += 4)
-			add(f, p + 4, strspn(p + 4, "abcdefghijklmnopqrstuvwxyz-"));
+		/* "\-" became "-": ".It Fl p , Fl -port" names an alias first. */
+		if (clean[7] != '-' && clean[8] == ' ')
+			alias = clean[7];
+		for (p = clean; (p = strstr(p, "Fl -")) != NULL; p += 4) {
+			size_t len = strspn(p + 4, "abcdefghijklmnopqrstuvwxyz-");
+			struct man_flag *m;
+
+			if (len == 0 || len >= sizeof(f->flag[0].name) || man_find(f, p + 4))
+				continue;
+			assert_true(f->n < MAX_FLAGS);
+			m = &f->flag[f->n++];
+			memcpy(m->name, p + 4, len);
+			m->name[len] = '\0';
+			m->short_name = alias;
+			m->has_arg = strstr(clean, " Ar ") != NULL;
+			alias = 0;
+		}
 	}
 	fclose(in);
+}
+
+/* Does --help print a line for o, under its own flag? */
+static bool
+in_help(const char *help, const struct config_option *o)
+{
+	char label[96];
+
+	if (o->short_name)
+		snprintf(label, sizeof(label), "\n  -%c, --%s", o->short_name, o->name);
+	else
+		snprintf(label, sizeof(label), "\n      --%s", o->name);
+	for (const char *p = help; (p = strstr(p, label)) != NULL; p++) {
+		char next = p[strlen(label)];
+
+		if (next == ' ' || next == '\n')
+			return true;
+	}
+	return false;
 }
 
 static void
 help_and_man_page_agree(void **state)
 {
-	struct flags help = {0}, man = {0};
+	struct man_flags man = {0};
+	char *help = NULL;
+	size_t len = 0, ntable = 0;
+	FILE *out = open_memstream(&help, &len);
 
 	(void)state;
-	help_flags(&help);
+	assert_non_null(out);
+	config_usage(out);
+	fclose(out);
 	man_flags(&man);
-	assert_true(help.n > 20);
-	for (unsigned i = 0; i < help.n; i++)
-		if (!has(&man, help.name[i]))
-			fail_msg("--%s is in --help but not in the man page", help.name[i]);
-	for (unsigned i = 0; i < man.n; i++)
-		if (!has(&help, man.name[i]))
-			fail_msg("--%s is in the man page but not in --help", man.name[i]);
+	for (const struct config_option *o = config_options; o->name; o++, ntable++) {
+		const struct man_flag *m = man_find(&man, o->name);
+
+		if (!in_help(help, o))
+			fail_msg("--%s is in the option table but not in --help", o->name);
+		if (!m)
+			fail_msg("--%s is in --help but not in the man page", o->name);
+		if (m->short_name != o->short_name)
+			fail_msg("--%s: the man page gives alias '%c', --help '%c'", o->name,
+			         m->short_name ? m->short_name : ' ', o->short_name ? o->short_name : ' ');
+		if (m->has_arg != (o->arg != NULL))
+			fail_msg("--%s takes a value in one of the man page and --help only", o->name);
+	}
+	assert_true(ntable > 20);
+	for (unsigned i = 0; i < man.n; i++) {
+		const struct config_option *o = config_options;
+
+		while (o->name && strcmp(o->name, man.flag[i].name) != 0)
+			o++;
+		if (!o->name)
+			fail_msg("--%s is in the man page but not in --help", man.flag[i].name);
+	}
+	free(help);
 }
 
 int
