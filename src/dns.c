@@ -5,12 +5,12 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kp/stats.h"
+#include "kp/table.h"
 
 /* Two threads: one slow name does not hold up every other lookup. */
 #define DNS_THREADS 2
@@ -50,16 +50,6 @@ static struct {
 	struct cache_slot *cache;             /* loop only */
 	bool started;
 } dns;
-
-static uint32_t
-name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
 
 static void
 resolve(struct dns_query *q)
@@ -124,7 +114,7 @@ resolver_thread(void *arg)
 static void
 cache_store(const struct dns_query *q)
 {
-	struct cache_slot *s = &dns.cache[name_hash(q->name) % DNS_CACHE_SLOTS];
+	struct cache_slot *s = &dns.cache[table_hash(q->name) % DNS_CACHE_SLOTS];
 
 	strcpy(s->name, q->name);
 	s->error = q->error;
@@ -135,7 +125,7 @@ cache_store(const struct dns_query *q)
 static const struct cache_slot *
 cache_find(const char *name)
 {
-	const struct cache_slot *s = &dns.cache[name_hash(name) % DNS_CACHE_SLOTS];
+	const struct cache_slot *s = &dns.cache[table_hash(name) % DNS_CACHE_SLOTS];
 
 	if (s->expires > ev_now(dns.loop) && strcmp(s->name, name) == 0)
 		return s;

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t
-hash_key(const char *key)
+uint32_t
+table_hash(const char *key)
 {
 	uint32_t h = 2166136261u;   /* FNV-1a: short keys, no adversary worth SipHash */
 
@@ -43,7 +43,7 @@ find_slot(const struct table *t, const char *key, uint32_t hash)
 struct table_node *
 table_find(const struct table *t, const char *key)
 {
-	return *find_slot(t, key, hash_key(key));
+	return *find_slot(t, key, table_hash(key));
 }
 
 static void
@@ -73,7 +73,7 @@ table_add(struct table *t, struct table_node *n)
 {
 	struct table_node **bucket;
 
-	n->hash = hash_key(n->key);
+	n->hash = table_hash(n->key);
 	bucket = &t->buckets[n->hash & (t->nbuckets - 1)];
 	n->chain = *bucket;
 	*bucket = n;

@@ -24,6 +24,7 @@
 
 #include "kp/intercept.h"
 #include "kp/stats.h"
+#include "kp/table.h"
 
 /* A leaf is served from the cache for a day, so none in use is within days of expiry. */
 #define LEAF_REUSE_SECONDS (24 * 3600)
@@ -100,18 +101,6 @@ take_error(char *out, size_t len, const char *what)
 }
 
 /* ---- leaf certificates ---------------------------------------------------- */
-
-static uint64_t
-hash_name(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
 
 /* Bytes of the address host spells (4 or 16), or 0 for a name. */
 static int
@@ -272,7 +261,7 @@ lru_push_front(struct tls *t, struct leaf *l)
 static void
 leaf_drop(struct tls *t, struct leaf *l)
 {
-	struct leaf **pp = &t->buckets[hash_name(l->host) & (t->nbuckets - 1)];
+	struct leaf **pp = &t->buckets[table_hash(l->host) & (t->nbuckets - 1)];
 
 	while (*pp != l)
 		pp = &(*pp)->hash_next;
@@ -288,7 +277,7 @@ leaf_drop(struct tls *t, struct leaf *l)
 static X509 *
 leaf_for(struct tls *t, const char *host)
 {
-	struct leaf **bucket = &t->buckets[hash_name(host) & (t->nbuckets - 1)];
+	struct leaf **bucket = &t->buckets[table_hash(host) & (t->nbuckets - 1)];
 	time_t now = time(NULL);
 	struct leaf *l;
 
@@ -354,7 +343,7 @@ tls_leaf_pem(struct tls *t, const char *host, char *out, size_t len)
 static struct session_slot *
 session_slot(struct tls *t, const char *key)
 {
-	return &t->sessions[hash_name(key) % SESSION_SLOTS];
+	return &t->sessions[table_hash(key) % SESSION_SLOTS];
 }
 
 /* OpenSSL hands over each new session (TLS 1.3: each ticket); the newest per key is kept. */

@@ -22,6 +22,12 @@ struct table {
 	size_t count;
 };
 
+/*
+ * The hash every string-keyed lookup in the daemon uses (FNV-1a), for
+ * caches that keep their own slots rather than a table.
+ */
+uint32_t table_hash(const char *key);
+
 /* 0, or -1 when memory is exhausted. */
 int table_init(struct table *t);
 /* Frees the buckets only: the records are the owner's. */
