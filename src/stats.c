@@ -42,7 +42,7 @@ stats_log_summary(void)
 	         s->queue_wait_seconds, s->queue_timeouts, s->upstream_retries, s->upstream_stale,
 	         s->responses_local, s->pool_idle, s->upstreams_open, s->intercepted,
 	         s->intercept_refused, s->tls_upstream_handshakes, s->tls_upstream_resumed,
-	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_cached);
+	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_in_cache);
 }
 
 static void append(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -150,7 +150,7 @@ static const struct metric metrics[] = {
 	{"tls_leaves_minted_total", "counter", "Leaf certificates minted.",
 	 &kp_stats.tls_leaves_minted},
 	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",
-	 &kp_stats.tls_leaves_cached},
+	 &kp_stats.tls_leaves_in_cache},
 };
 
 void

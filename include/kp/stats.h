@@ -68,7 +68,7 @@ struct kp_stats {
 	uint64_t tls_upstream_resumed;      /* ... that resumed a session */
 	uint64_t tls_verify_failures;       /* origin certificates that did not verify */
 	uint64_t tls_leaves_minted;         /* leaf certificates made */
-	uint64_t tls_leaves_cached;         /* ... held in the cache now */
+	uint64_t tls_leaves_in_cache;       /* ... held in the cache now */
 	uint64_t errors[KP_ERR_KINDS]; /* by kind */
 };
 

@@ -1,8 +1,9 @@
 /*
- * A hash table of records keyed by "host:port" strings, intrusive: the
- * record embeds a table_node followed by nothing the table knows about, and
- * the owner recovers it with container_of. The idle pool and the dispatch
- * queues each keep one; both look a key up once per request.
+ * A hash table of records keyed by strings, intrusive: the record embeds a
+ * table_node followed by nothing the table knows about, and the owner
+ * recovers it with container_of. The idle pool and the dispatch queues each
+ * keep one keyed by "host:port" and look a key up once per request; the leaf
+ * certificate cache keeps one keyed by host name.
  */
 #ifndef KP_TABLE_H
 #define KP_TABLE_H

@@ -1,7 +1,8 @@
 /*
  * TLS, behind one interface: every call into a TLS library lives in the
- * backend that implements this header (tls_openssl.c; tls_none.c when built
- * with -DKP_TLS=OFF). The rest of the proxy sees opaque handles, a
+ * backend that implements this header (tls_openssl.c, with the CA and leaf
+ * certificates of ca.h in ca_openssl.c; tls_none.c when built with
+ * -DKP_TLS=OFF). The rest of the proxy sees opaque handles, a
  * handshake step function and a connection end's operations (conn.h), so a
  * second backend (mbedTLS for small routers) or kernel TLS after the
  * handshake can come in here without touching the relay.

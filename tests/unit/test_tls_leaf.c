@@ -1,7 +1,9 @@
 /*
  * What the proxy shows intercepted clients: the leaf certificates minted
- * for each host, and the CA --make-ca writes. The proxy reaches OpenSSL
- * only through tls.h; this test reads the results with OpenSSL directly.
+ * for each host, the cache that keeps them, and the CA --make-ca writes.
+ * The proxy reaches OpenSSL only through tls.h; this test reads the results
+ * with OpenSSL directly. time() is wrapped (-Wl,--wrap=time) so the cache's
+ * day can pass without waiting for it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,7 +25,24 @@
 #include <openssl/x509v3.h>
 
 #include "kp/config.h"
+#include "kp/stats.h"
 #include "kp/tls.h"
+
+time_t __real_time(time_t *t);
+time_t __wrap_time(time_t *t);
+
+/* When set, the time the proxy's own code reads; OpenSSL keeps the real one. */
+static time_t fake_now;
+
+time_t
+__wrap_time(time_t *t)
+{
+	time_t now = fake_now ? fake_now : __real_time(NULL);
+
+	if (t)
+		*t = now;
+	return now;
+}
 
 static char dir[64];
 static char ca_cert[128], ca_key[128];
@@ -259,6 +278,59 @@ the_cache_holds_at_most_leaf_cache(void **state)
 }
 
 static void
+pem_of(const char *host, char out[8192])
+{
+	assert_true(tls_leaf_pem(tls, host, out, 8192) > 0);
+}
+
+/* A leaf served from the cache is the same certificate; a minted one has a new serial. */
+static void
+the_least_recently_used_leaf_goes_first(void **state)
+{
+	static char a[8192], b[8192], c[8192], again[8192];
+
+	(void)state;
+	pem_of("lru-a.example.com", a);
+	pem_of("lru-b.example.com", b);
+	pem_of("lru-a.example.com", again);   /* a used last: b is the older now */
+	assert_string_equal(again, a);
+	pem_of("lru-c.example.com", c);       /* full: b goes */
+	assert_int_equal(tls_leaves_cached(tls), 2);
+	assert_int_equal(kp_stats.tls_leaves_in_cache, 2);
+	pem_of("lru-a.example.com", again);
+	assert_string_equal(again, a);
+	pem_of("lru-b.example.com", again);   /* minted anew; c, now the older, goes */
+	assert_string_not_equal(again, b);
+	pem_of("lru-a.example.com", again);
+	assert_string_equal(again, a);
+	pem_of("lru-c.example.com", again);
+	assert_string_not_equal(again, c);
+	assert_int_equal(tls_leaves_cached(tls), 2);
+}
+
+static void
+a_leaf_is_minted_again_after_a_day(void **state)
+{
+	static char first[8192], again[8192], third[8192];
+
+	(void)state;
+	fake_now = __real_time(NULL);
+	pem_of("day.example.com", first);
+	fake_now += 24 * 3600;
+	pem_of("day.example.com", again);
+	assert_string_equal(again, first);
+	fake_now += 1;
+	pem_of("day.example.com", again);
+	assert_string_not_equal(again, first);
+	/* A clock stepped back does not keep a leaf longer either. */
+	fake_now -= 60;
+	pem_of("day.example.com", third);
+	assert_string_not_equal(third, again);
+	assert_true(tls_leaves_cached(tls) <= 2);
+	fake_now = 0;
+}
+
+static void
 a_host_that_is_no_name_gets_no_leaf(void **state)
 {
 	char pem[8192];
@@ -288,6 +360,8 @@ main(void)
 		cmocka_unit_test(leaves_share_one_p256_key_and_have_random_serials),
 		cmocka_unit_test(the_ca_is_name_constrained_to_the_patterns),
 		cmocka_unit_test(the_cache_holds_at_most_leaf_cache),
+		cmocka_unit_test(the_least_recently_used_leaf_goes_first),
+		cmocka_unit_test(a_leaf_is_minted_again_after_a_day),
 		cmocka_unit_test(a_host_that_is_no_name_gets_no_leaf),
 		cmocka_unit_test(make_ca_never_overwrites),
 	};
