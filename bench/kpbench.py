@@ -406,7 +406,8 @@ def _start_keepalive_proxy(workdir, host, port, netns, build_dir, extra_args=())
 
 
 # The recipes below size every proxy for the largest load any benchmark puts on
-# it: 10,000 idle clients in bench/footprint, 1,000 busy ones in bench/loopback.
+# it: 10,000 idle clients in bench/footprint.py, 1,000 busy ones in
+# bench/loopback.py.
 MAX_CLIENTS = 12000
 
 

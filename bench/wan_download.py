@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The downloader of bench/wan, run inside the client's network namespace.
+"""The downloader of bench/wan.py, run inside the client's network namespace.
 
 It behaves like a segment downloader: a file fetched as byte ranges, one after
 another, every range on a TCP connection of its own, either straight from the
 origin or through an HTTP proxy (absolute-form requests). It prints one JSON
 object on stdout; all times are CLOCK_MONOTONIC seconds, which every network
-namespace shares, so bench/wan can line them up with its own clock.
+namespace shares, so bench/wan.py can line them up with its own clock.
 
 Modes:
   chunks  fetch --chunks ranges of --chunk-size bytes, --workers of them at

@@ -14,7 +14,7 @@ after each download) is divided by the gibibytes moved.
 The file is written once and read once before any download, so every run
 reads it from the page cache and nginx sends it with sendfile(2).
 
-Run as root: python3 bench/bulk [--size 1G] [--runs 3]
+Run as root: python3 bench/bulk.py [--size 1G] [--runs 3]
 """
 
 import argparse

@@ -14,7 +14,7 @@ keepalive-proxy is measured twice: with its default idle-pool caps (-m 8 per
 host, -M 256 in all), which are smaller than the number of exchanges in
 flight, and with both caps raised to the concurrency.
 
-Run as root: python3 bench/loopback [--duration 10] [--quick]
+Run as root: python3 bench/loopback.py [--duration 10] [--quick]
 """
 
 import argparse

@@ -23,7 +23,7 @@
    keepalive-proxy opens, and then pools, one upstream TLS connection per
    client: per conn is then a client and a pooled upstream TLS connection.
 
-Run as root: python3 bench/footprint [--connections 10000]
+Run as root: python3 bench/footprint.py [--connections 10000]
 """
 
 import argparse

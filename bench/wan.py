@@ -2,8 +2,8 @@
 """The WAN benchmark: a segment downloader over an emulated long, fast path,
 directly and through keepalive-proxy and the other proxies installed.
 
-    sudo bench/wan --build-dir build            everything, about 15 minutes
-    sudo bench/wan --build-dir build --quick    fewer chunks, keepalive-proxy only, a few minutes
+    sudo bench/wan.py --build-dir build          everything, about 15 minutes
+    sudo bench/wan.py --build-dir build --quick  fewer chunks, keepalive-proxy only, a few minutes
 
 Each round-trip time gets a fresh testbed: two network namespaces joined by
 kp-delayline (bench/delayline.c), the WAN emulator, which gives the path its

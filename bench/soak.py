@@ -9,7 +9,7 @@ after the rest); then a burst of --burst idle clients that each send half a
 request head (each holds an input buffer), RSS with them connected and
 --rest seconds after they all left.
 
-Run as root (for the fd limit): python3 bench/soak [--passes 16] [--quick]
+Run as root (for the fd limit): python3 bench/soak.py [--passes 16] [--quick]
 """
 
 import argparse
