@@ -50,13 +50,7 @@ def parse_args():
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated, from {', '.join(MODES)} (default: all)")
     ap.add_argument("--build-dir", default=os.path.join(kb.REPO_ROOT, "build"))
-    ap.add_argument("--proxies", default=None,
-                    help="comma-separated recipes to run (default: keepalive-proxy and "
-                         "every installed one; 'none' for only --proxy)")
-    ap.add_argument("--proxy", action="append", default=[], metavar="HOST:PORT",
-                    help="also measure a proxy already listening there (repeatable)")
-    ap.add_argument("--proxy-cmd", action="append", default=[], metavar="COMMAND",
-                    help="shell command starting the matching --proxy (same order)")
+    kb.add_proxy_arguments(ap)
     ap.add_argument("--kp-args", default="", metavar="ARGS",
                     help="extra flags for keepalive-proxy")
     ap.add_argument("--max-wait-quiet", type=float, default=300.0, metavar="SECONDS",
@@ -73,8 +67,7 @@ def parse_args():
     args.modes = [m for m in args.modes.split(",") if m]
     if any(m not in MODES for m in args.modes) or args.runs < 1:
         ap.error(f"--modes takes {', '.join(MODES)}; --runs at least 1")
-    if len(args.proxy_cmd) > len(args.proxy):
-        kb.die("each --proxy-cmd needs a --proxy")
+    args.external = kb.external_proxies(args)
     return args
 
 
@@ -123,16 +116,10 @@ def run_path(args, nginx, proxy=None, tunnel=False, cacert=None):
     processes disturbed is done again (the machine is shared)."""
     runs = []
     for _ in range(args.runs):
-        best = None
-        for _attempt in range(1 + max(0, args.noisy_retries)):
-            run = download_once(args, nginx, proxy, tunnel, cacert)
-            if best is None or run["foreign_cpu_share"] < best["foreign_cpu_share"]:
-                best = run
-            if run["foreign_cpu_share"] <= args.noisy:
-                break
-            print(f"   other processes took {run['foreign_cpu_share']:.0%} of a core; "
-                  f"downloading again", file=sys.stderr, flush=True)
-        runs.append(best)
+        run, _attempts = kb.least_disturbed(
+            lambda: download_once(args, nginx, proxy, tunnel, cacert),
+            args.noisy, args.noisy_retries)
+        runs.append(run)
     return runs
 
 
@@ -141,8 +128,7 @@ def download_once(args, nginx, proxy, tunnel, cacert=None):
     other processes' load, read around it."""
     pids = proxy.pids() if proxy else []
     origin_pids = kb.session_pids(nginx.proc.pid)
-    if args.max_wait_quiet > 0:
-        kb.wait_quiet(args.max_wait_quiet)
+    kb.wait_quiet(args.max_wait_quiet)
     cpu_before = kb.total_cpu_seconds(pids)
     origin_before = kb.total_cpu_seconds(origin_pids)
     curl_before = children_cpu()
@@ -178,12 +164,6 @@ def summarise(label, mode, runs, direct_mbps):
         row["cpu_s_per_gib"] = statistics.median(cpus)
         row["cpu_all"] = " ".join(f"{c:.2f}" for c in cpus)
     return row
-
-
-def proxies_to_run(args):
-    names = kb.installed_proxies(None if args.proxies is None
-                                 else [n for n in args.proxies.split(",") if n])
-    return names
 
 
 COLUMNS = [
@@ -248,7 +228,7 @@ def main():
                 runs = run_path(args, nginx, proxy, tunnel=(mode == "connect"))
             record(summarise(label, mode, runs, direct["mbps"]), extra_record)
 
-        for name in proxies_to_run(args):
+        for name in kb.chosen_proxies(args):
             extra = args.kp_args.split() if name == "keepalive-proxy" else []
             if name == "keepalive-proxy" and "--connect-ports" not in extra:
                 # The tunnel goes to nginx's port, not 443.
@@ -268,8 +248,7 @@ def main():
                 finally:
                     proxy.stop()
 
-        for i, address in enumerate(args.proxy):
-            cmd = args.proxy_cmd[i] if i < len(args.proxy_cmd) else None
+        for address, cmd in args.external:
             proxy = kb.external_proxy(address, cmd, workdir=workdir)
             try:
                 for mode in args.modes:

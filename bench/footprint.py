@@ -135,14 +135,9 @@ def parse_args():
     ap.add_argument("--accept-timeout", type=float, default=120.0,
                     help="give up waiting for accepts after this many seconds (default 120)")
     ap.add_argument("--build-dir", default=os.path.join(kb.REPO_ROOT, "build"))
-    ap.add_argument("--proxies", default=None,
-                    help="comma-separated recipes to run (default: keepalive-proxy and "
-                         "every installed one; 'none' for only --proxy)")
-    ap.add_argument("--proxy", action="append", default=[], metavar="HOST:PORT",
-                    help="also measure a proxy already listening there (repeatable); its "
-                         "memory is known only with --proxy-cmd")
-    ap.add_argument("--proxy-cmd", action="append", default=[], metavar="COMMAND",
-                    help="shell command starting the matching --proxy (same order)")
+    kb.add_proxy_arguments(ap, proxy_help="also measure a proxy already listening there "
+                                          "(repeatable); its memory is known only with "
+                                          "--proxy-cmd")
     ap.add_argument("--kp-args", default="", metavar="ARGS",
                     help="extra flags for keepalive-proxy")
     ap.add_argument("--no-nginx", action="store_true", help="skip the nginx reference row")
@@ -159,8 +154,7 @@ def parse_args():
     ap.add_argument("--out", default=os.path.join(kb.BENCH_DIR, "results", "footprint.jsonl"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
-    if len(args.proxy_cmd) > len(args.proxy):
-        kb.die("each --proxy-cmd needs a --proxy")
+    args.external = kb.external_proxies(args)
     return args
 
 
@@ -439,9 +433,7 @@ def main():
                 "--connect-ports", str(nginx.port), "-m", str(args.connections),
                 "-M", str(args.connections), "-t", "3600"]
         kp_extra += args.kp_args.split()
-        names = kb.installed_proxies(None if args.proxies is None
-                                     else [n for n in args.proxies.split(",") if n])
-        for name in names:
+        for name in kb.chosen_proxies(args):
             print(f"-- {name}", file=sys.stderr, flush=True)
             extra = kp_extra if name == "keepalive-proxy" else []
             proxy = kb.start_proxy(name, workdir, build_dir=args.build_dir, extra_args=extra)
@@ -461,8 +453,7 @@ def main():
                 proxy.stop()
             rows.append(row)
 
-        for i, address in enumerate(args.proxy):
-            cmd = args.proxy_cmd[i] if i < len(args.proxy_cmd) else None
+        for address, cmd in args.external:
             proxy = kb.external_proxy(address, cmd, workdir=workdir)
             print(f"-- {proxy.name}", file=sys.stderr, flush=True)
             try:

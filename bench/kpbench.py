@@ -5,9 +5,9 @@ their PIDs and ends exactly those, so a run never disturbs a system service or
 another run. Ports are picked free, results go to stdout as a table and to a
 JSON-lines file, one object per measured row, each carrying the command line
 and the machine it came from: a number without its circumstances is not worth
-keeping. For the same reason a benchmark can wait for the machine to go quiet
-and record how much CPU others took while it measured (wait_quiet,
-ForeignLoad).
+keeping. For the same reason a benchmark can wait for the machine to go quiet,
+record how much CPU others took while it measured, and measure again when
+that was too much (wait_quiet, ForeignLoad, MachineLoad, least_disturbed).
 """
 
 import datetime
@@ -619,6 +619,76 @@ def external_proxy(address, command=None, netns=None, workdir=None):
     return Proxy(f"proxy {address}", host, int(port), process)
 
 
+def add_proxy_arguments(ap, proxy_help="also measure a proxy already listening there "
+                                       "(repeatable)"):
+    """--proxies, --proxy and --proxy-cmd: the proxies a benchmark on this
+    machine's loopback measures. chosen_proxies() and external_proxies()
+    read them."""
+    ap.add_argument("--proxies", default=None,
+                    help="comma-separated recipes to run (default: keepalive-proxy and "
+                         "every installed one; 'none' for only --proxy)")
+    ap.add_argument("--proxy", action="append", default=[], metavar="HOST:PORT",
+                    help=proxy_help)
+    ap.add_argument("--proxy-cmd", action="append", default=[], metavar="COMMAND",
+                    help="shell command starting the matching --proxy (same order)")
+
+
+def chosen_proxies(args):
+    """The recipes --proxies names (all of them without it) that this machine
+    can run, in table order."""
+    if args.proxies is None:
+        return installed_proxies()
+    return installed_proxies([n for n in args.proxies.split(",") if n])
+
+
+def external_proxies(args):
+    """(HOST:PORT, command starting it or None) for each --proxy, in order;
+    dies on a --proxy-cmd without its --proxy, so call it with the parsing."""
+    if len(args.proxy_cmd) > len(args.proxy):
+        die("each --proxy-cmd needs a --proxy")
+    commands = args.proxy_cmd + [None] * (len(args.proxy) - len(args.proxy_cmd))
+    return list(zip(args.proxy, commands))
+
+
+# ---------------------------------------------------------------------------
+# Load. wrk drives request rates with absolute.lua, which prints its counts
+# as JSON (see there).
+
+WRK_SCRIPT = os.path.join(BENCH_DIR, "absolute.lua")
+
+
+def wrk_argv(url, target, connections, seconds, timeout=None, latency=False):
+    """One wrk thread keeping connections open to url for seconds (whole
+    ones, at least one: wrk takes no fractions). With a target, requests go
+    in absolute form for that URL, as to a proxy listening at url; without,
+    url is the origin itself. timeout: wrk's, seconds; None keeps wrk's
+    own."""
+    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
+    if timeout is not None:
+        argv.append(f"--timeout={timeout:g}s")
+    if latency:
+        argv.append("--latency")
+    argv += ["-s", WRK_SCRIPT, url]
+    if target:
+        argv += ["--", target]
+    return argv
+
+
+def run_wrk(url, target, connections, seconds, timeout=None, log_path=None):
+    """One wrk run as wrk_argv() describes it: the numbers absolute.lua
+    printed, as a dict. wrk's whole output, its latency distribution
+    included, is appended to log_path if given."""
+    argv = wrk_argv(url, target, connections, seconds, timeout, latency=True)
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if log_path:
+        with open(log_path, "a") as f:
+            f.write(f"$ {' '.join(argv)}\n{out.stdout}{out.stderr}\n")
+    for line in out.stdout.splitlines():
+        if line.startswith("KPBENCH-RESULT "):
+            return json.loads(line.split(" ", 1)[1])
+    die(f"wrk printed no result (exit {out.returncode}):\n{out.stdout}{out.stderr}")
+
+
 # ---------------------------------------------------------------------------
 # Results.
 
@@ -847,22 +917,103 @@ class ForeignLoad:
         return self.cpu_seconds() / elapsed if elapsed > 0 else 0.0
 
 
-def wait_quiet(max_wait=300.0, threshold=0.05, sample=1.0):
-    """Wait until other processes use less than threshold of a core over a
-    sample, for up to max_wait seconds. Returns the last share measured, so a
-    caller can record how quiet it was; warns when it never got quiet."""
-    deadline = time.monotonic() + max_wait
+def _cpu_jiffies():
+    """Busy, total and stolen jiffies of all CPUs together, from /proc/stat.
+    Busy is user, nice, system, irq and softirq time; steal is time the
+    hypervisor gave to someone else, which in a virtual machine stalls
+    everything at once."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v[:7]) - v[3] - v[4], sum(v), v[7]
+
+
+class MachineLoad:
+    """Cores busy machine-wide since it was made: every process, this run's
+    own included, and the kernel's interrupt and packet work, which
+    ForeignLoad leaves out. It costs one read of /proc/stat, so it can be
+    sampled often."""
+
+    def __init__(self):
+        self.before = _cpu_jiffies()
+
+    def cores(self):
+        """(busy cores, cores stolen by the hypervisor), on average since
+        this was made; 1.0 is one full core."""
+        after = _cpu_jiffies()
+        total = after[1] - self.before[1]
+        if not total:
+            return 0.0, 0.0
+        scale = os.cpu_count() / total
+        return (after[0] - self.before[0]) * scale, (after[2] - self.before[2]) * scale
+
+    def share(self):
+        """Busy cores, steal left out: the unit of ForeignLoad.share(), so
+        either can be wait_quiet()'s meter."""
+        return self.cores()[0]
+
+
+def wait_quiet(max_wait=300.0, threshold=0.05, meter=ForeignLoad, sample=1.0, span=1.0,
+               file=sys.stderr):
+    """Wait until the machine has been quiet for span seconds: each sample
+    of that span (sample seconds long, measured with meter, ForeignLoad or
+    MachineLoad) shows at most threshold cores busy. After max_wait seconds
+    it gives up and the caller measures anyway; max_wait 0 does not wait at
+    all. Returns the seconds waited and the load of the last sample (None
+    when it did not wait), for the caller to record. A wait of more than a
+    few seconds, and giving up, are told on file.
+
+    The defaults suit the benchmarks that keep both cores busy themselves
+    (loopback, bulk) and whose numbers are CPU per request or per byte:
+    every cycle another program takes comes out of theirs. Their meter
+    counts only processes this run did not start, plus hypervisor steal,
+    and 0.05 of a core over a second is low enough that no other program
+    is doing real work, yet leaves room for an idle system's timers and
+    daemons, which would otherwise keep a run waiting for nothing. Process
+    CPU times come in clock ticks (10 ms), so a sample of a whole second
+    resolves a hundredth of a core. bench/wan.py passes its own values."""
+    if max_wait <= 0:
+        return 0.0, None
+    program = os.path.basename(sys.argv[0])
+    started = time.monotonic()
+    needed = max(1, round(span / sample))
+    calm, told = 0, False
     while True:
-        load = ForeignLoad()
+        load = meter()
         time.sleep(sample)
-        share = load.share()
-        if share < threshold:
-            return share
-        if time.monotonic() >= deadline:
-            print(f"{os.path.basename(sys.argv[0])}: warning: other processes keep "
-                  f"{share:.0%} of a core busy; measuring anyway", file=sys.stderr)
-            return share
-        time.sleep(sample)
+        busy = load.share()
+        calm = calm + 1 if busy <= threshold else 0
+        waited = time.monotonic() - started
+        if calm >= needed:
+            if told:
+                print(f"{program}: quiet after {waited:.0f} s ({busy:.2f} cores busy)",
+                      file=file, flush=True)
+            return waited, busy
+        if waited >= max_wait:
+            print(f"{program}: warning: {busy:.2f} cores still busy after {waited:.0f} s; "
+                  f"measuring anyway", file=file, flush=True)
+            return waited, busy
+        if not told and waited > 5:
+            print(f"{program}: waiting for the machine to go quiet ({busy:.2f} cores busy, "
+                  f"at most {threshold:g} wanted)...", file=file, flush=True)
+            told = True
+
+
+def least_disturbed(measure, noisy, retries):
+    """measure() again while other processes took more than noisy of a core
+    during it (the "foreign_cpu_share" of the dict it returns, a
+    ForeignLoad.share()), at most retries times more: the machine is shared.
+    Returns the least disturbed result and how many attempts were made."""
+    best = None
+    attempts = 1 + max(0, retries)
+    for attempt in range(1, attempts + 1):
+        result = measure()
+        share = result["foreign_cpu_share"]
+        if best is None or share < best["foreign_cpu_share"]:
+            best = result
+        if share <= noisy or attempt == attempts:
+            return best, attempt
+        print(f"   other processes took {share:.0%} of a core; measuring again",
+              file=sys.stderr, flush=True)
 
 
 def rss_kib(pid):

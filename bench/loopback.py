@@ -18,7 +18,6 @@ Run as root: python3 bench/loopback.py [--duration 10] [--quick]
 """
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -28,7 +27,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kpbench as kb  # noqa: E402
 
-LUA = os.path.join(kb.BENCH_DIR, "absolute.lua")
 INDEX_SIZE = 600
 
 
@@ -50,13 +48,7 @@ def parse_args():
                     help="nginx worker_processes (default 1: wrk, proxy and nginx share "
                          "two cores)")
     ap.add_argument("--build-dir", default=os.path.join(kb.REPO_ROOT, "build"))
-    ap.add_argument("--proxies", default=None,
-                    help="comma-separated recipes to run (default: keepalive-proxy and "
-                         "every installed one; 'none' for only --proxy)")
-    ap.add_argument("--proxy", action="append", default=[], metavar="HOST:PORT",
-                    help="also measure a proxy already listening there (repeatable)")
-    ap.add_argument("--proxy-cmd", action="append", default=[], metavar="COMMAND",
-                    help="shell command starting the matching --proxy (same order)")
+    kb.add_proxy_arguments(ap)
     ap.add_argument("--kp-args", default=None, metavar="ARGS",
                     help="measure keepalive-proxy with these extra flags only, instead "
                          "of the default and raised-cap rows")
@@ -83,8 +75,7 @@ def parse_args():
     if args.quick:
         args.duration, args.warmup = 3.0, 1.0
     args.connections = [int(c) for c in args.connections.split(",") if c]
-    if len(args.proxy_cmd) > len(args.proxy):
-        kb.die("each --proxy-cmd needs a --proxy")
+    args.external = kb.external_proxies(args)
     return args
 
 
@@ -99,10 +90,8 @@ def index_html():
 def proxy_rows(args, connections):
     """(label, recipe name, extra flags) for every proxy this run measures at
     the given concurrency."""
-    names = kb.installed_proxies(None if args.proxies is None
-                                 else [n for n in args.proxies.split(",") if n])
     rows = []
-    for name in names:
+    for name in kb.chosen_proxies(args):
         if name != "keepalive-proxy":
             rows.append((name, name, []))
         elif args.kp_args is not None:
@@ -112,22 +101,6 @@ def proxy_rows(args, connections):
             caps = str(connections)
             rows.append((f"keepalive-proxy -m {caps} -M {caps}", name, ["-m", caps, "-M", caps]))
     return rows
-
-
-def run_wrk(connect_url, target, connections, seconds, timeout, log_path=None):
-    """One wrk run; the numbers absolute.lua's done() printed, as a dict."""
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s",
-            f"--timeout={timeout:g}s", "--latency", "-s", LUA, connect_url]
-    if target:
-        argv += ["--", target]
-    out = subprocess.run(argv, capture_output=True, text=True)
-    if log_path:
-        with open(log_path, "a") as f:
-            f.write(f"$ {' '.join(argv)}\n{out.stdout}{out.stderr}\n")
-    for line in out.stdout.splitlines():
-        if line.startswith("KPBENCH-RESULT "):
-            return json.loads(line.split(" ", 1)[1])
-    kb.die(f"wrk printed no result (exit {out.returncode}):\n{out.stdout}{out.stderr}")
 
 
 def measure(args, nginx, workdir, connections, proxy=None):
@@ -143,20 +116,13 @@ def measure(args, nginx, workdir, connections, proxy=None):
 
 
 def measure_quiet(args, nginx, workdir, connections, proxy=None):
-    """measure_once(), again while other processes disturbed it (the machine
-    is shared); the quietest attempt is kept."""
-    best = None
-    for attempt in range(1 + max(0, args.noisy_retries)):
-        row = measure_once(args, nginx, workdir, connections, proxy)
-        row["attempts"] = attempt + 1
-        if best is None or row["foreign_cpu_share"] < best["foreign_cpu_share"]:
-            best = row
-        if row["foreign_cpu_share"] <= args.noisy:
-            break
-        print(f"   other processes took {row['foreign_cpu_share']:.0%} of a core; "
-              f"measuring again", file=sys.stderr, flush=True)
-    best["attempts"] = attempt + 1
-    return best
+    """measure_once(), again while other processes disturbed it; the
+    quietest attempt is kept."""
+    row, attempts = kb.least_disturbed(
+        lambda: measure_once(args, nginx, workdir, connections, proxy),
+        args.noisy, args.noisy_retries)
+    row["attempts"] = attempts
+    return row
 
 
 def measure_once(args, nginx, workdir, connections, proxy=None):
@@ -166,14 +132,14 @@ def measure_once(args, nginx, workdir, connections, proxy=None):
     connect_url, target_arg = (f"http://{proxy.address}/", target) if proxy else (target, None)
     log = workdir.join("wrk.log")
     if args.warmup > 0:
-        run_wrk(connect_url, target_arg, connections, args.warmup, args.wrk_timeout, log)
+        kb.run_wrk(connect_url, target_arg, connections, args.warmup, args.wrk_timeout, log)
     pids = proxy.pids() if proxy else []
-    if args.max_wait_quiet > 0:
-        kb.wait_quiet(args.max_wait_quiet)
+    kb.wait_quiet(args.max_wait_quiet)
     before = nginx.counters()
     cpu_before = kb.total_cpu_seconds(pids)
     foreign = kb.ForeignLoad()
-    result = run_wrk(connect_url, target_arg, connections, args.duration, args.wrk_timeout, log)
+    result = kb.run_wrk(connect_url, target_arg, connections, args.duration, args.wrk_timeout,
+                        log)
     foreign_share = foreign.share()
     cpu = kb.total_cpu_seconds(pids) - cpu_before if pids else None
     origin = kb.Nginx.counters_delta(before, nginx.counters())
@@ -211,9 +177,8 @@ def measure_once(args, nginx, workdir, connections, proxy=None):
 
 
 def background_wrk(proxy, nginx, connections, seconds, timeout):
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s",
-            f"--timeout={timeout:g}s", "-s", LUA, f"http://{proxy.address}/", "--",
-            nginx.url("index.html")]
+    argv = kb.wrk_argv(f"http://{proxy.address}/", nginx.url("index.html"), connections,
+                       seconds, timeout)
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -289,8 +254,7 @@ def profile(args, nginx, workdir):
         proxy = kb.start_proxy(name, workdir, build_dir=args.build_dir, extra_args=extra)
         proxy.name = label
         try:
-            if args.max_wait_quiet > 0:
-                kb.wait_quiet(args.max_wait_quiet)
+            kb.wait_quiet(args.max_wait_quiet)
             perf_profile(args, proxy, nginx, connections, os.path.join(out_dir, f"perf-{n}"))
             strace_profile(args, proxy, nginx, connections, os.path.join(out_dir, f"strace-{n}"))
         finally:
@@ -331,8 +295,7 @@ def main():
         with open(os.path.join(nginx.root, "index.html"), "w") as f:
             f.write(index_html())
         nginx.start()
-        for i, address in enumerate(args.proxy):
-            cmd = args.proxy_cmd[i] if i < len(args.proxy_cmd) else None
+        for address, cmd in args.external:
             external.append(kb.external_proxy(address, cmd, workdir=workdir))
         common = {"build_dir": os.path.abspath(args.build_dir),
                   "duration_s_asked": args.duration, "warmup_s": args.warmup,

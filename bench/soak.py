@@ -13,17 +13,13 @@ Run as root (for the fd limit): python3 bench/soak.py [--passes 16] [--quick]
 """
 
 import argparse
-import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kpbench as kb  # noqa: E402
-
-LUA = os.path.join(kb.BENCH_DIR, "absolute.lua")
 
 
 def parse_args():
@@ -43,16 +39,6 @@ def parse_args():
     if args.quick:
         args.passes, args.seconds, args.burst = 3, 3.0, 2000
     return args
-
-
-def wrk(proxy, target, connections, seconds):
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "-s", LUA,
-            f"http://{proxy.address}/", "--", target]
-    out = subprocess.run(argv, capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("KPBENCH-RESULT "):
-            return json.loads(line.split(" ", 1)[1])["requests"]
-    kb.die(f"wrk printed no result:\n{out.stdout}{out.stderr}")
 
 
 def burst(proxy, n):
@@ -96,7 +82,8 @@ def main():
         time.sleep(1)
         row("idle")
         for n in range(1, args.passes + 1):
-            requests = wrk(proxy, target, args.connections, args.seconds)
+            requests = kb.run_wrk(f"http://{proxy.address}/", target, args.connections,
+                                  args.seconds)["requests"]
             row(f"pass {n}", requests)
             time.sleep(args.rest)
             row(f"pass {n} + {args.rest:g} s")

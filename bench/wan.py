@@ -192,41 +192,18 @@ def loadavg():
         return [float(x) for x in f.read().split()[:3]]
 
 
-def cpu_jiffies():
-    """Busy, total and stolen jiffies of all CPUs together, from /proc/stat.
-    Steal is time the hypervisor gave to someone else: in a virtual machine
-    it stalls everything, the emulator included."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v[:7]) - v[3] - v[4], sum(v), v[7]
-
-
-def busy_cores(before, after, field=0):
-    part, total = after[field] - before[field], after[1] - before[1]
-    return part / total * os.cpu_count() if total else 0.0
-
-
-def wait_quiet(limit_cores, timeout):
+def wait_quiet(args):
     """Waits until the machine has been nearly idle for a second: on two
-    cores, someone else's benchmark changes every number. Returns the
-    seconds waited and the load seen last."""
-    started = time.monotonic()
-    told = False
-    calm = 0
-    while True:
-        before = cpu_jiffies()
-        time.sleep(0.5)
-        load = busy_cores(before, cpu_jiffies())
-        calm = calm + 1 if load <= limit_cores else 0
-        waited = time.monotonic() - started
-        if calm >= 2 or waited >= timeout:
-            if told or waited >= timeout:
-                print(f"  (waited {waited:.0f} s for other work to stop; "
-                      f"{load:.2f} cores busy now)", flush=True)
-            return waited, load
-        if not told and waited > 5:
-            print(f"  waiting for the machine to be idle ({load:.2f} cores busy)...", flush=True)
-            told = True
+    cores, someone else's benchmark changes every number. Where loopback and
+    bulk count only other programs' CPU, this counts every busy core, this
+    run's idle emulator and origin and the kernel's packet work included:
+    whatever runs can delay the emulator's packets. The rows are bounded by
+    the emulated path, not by CPU, so --quiet-cores (0.3) allows more than
+    those benchmarks do. /proc/stat is cheap to read: half-second samples,
+    two in a row, see that the whole second was calm. Returns the seconds
+    waited and the load seen last."""
+    return kpbench.wait_quiet(args.quiet_timeout, args.quiet_cores, meter=kpbench.MachineLoad,
+                              sample=0.5, file=sys.stdout)
 
 
 def ms(seconds):
@@ -578,6 +555,7 @@ class Bench:
         self.paced_extra = {}
         self.summary = []
         self.env = {}
+        self.load = None   # a kpbench.MachineLoad since quiet()
 
     def ideal_chunk(self, rtt_s):
         return self.chunk_bits / self.rate_bps + rtt_s
@@ -601,18 +579,16 @@ class Bench:
     def quiet(self):
         """Before a measurement: wait for an idle machine, then start counting
         how busy it is, so each row can say what else was going on."""
-        waited, load = 0.0, None
-        if self.args.quiet_timeout > 0:
-            waited, load = wait_quiet(self.args.quiet_cores, self.args.quiet_timeout)
-        self.env = {"waited_for_idle_s": round(waited, 1), "busy_cores_before": load,
-                    "cpu": cpu_jiffies()}
+        waited, load = wait_quiet(self.args)
+        self.env = {"waited_for_idle_s": round(waited, 1), "busy_cores_before": load}
+        self.load = kpbench.MachineLoad()
 
     def busy_during(self):
         """Cores busy on average, machine-wide, since quiet(): this run's own
         processes and the kernel's packet work included."""
-        before, after = self.env.pop("cpu"), cpu_jiffies()
-        self.env["busy_cores_during"] = round(busy_cores(before, after), 2)
-        self.env["stolen_cores_during"] = round(busy_cores(before, after, 2), 3)
+        busy, stolen = self.load.cores()
+        self.env["busy_cores_during"] = round(busy, 2)
+        self.env["stolen_cores_during"] = round(stolen, 3)
 
     def kept_time(self, what, dl, attempt):
         """Whether the emulator kept time well enough for the measurement
@@ -1156,8 +1132,7 @@ def print_targets(summary):
 # Emulator verification, printed with every run.
 
 def verify(bed, args, long_size):
-    if args.quiet_timeout > 0:
-        wait_quiet(args.quiet_cores, args.quiet_timeout)
+    wait_quiet(args)
     rtt = collect(bed.download("rtt", "--count", 10))
     connect_ms = sorted(ms(t) for t in rtt["connect_s"])
     ping = bed.ns(bed.ns_cli, "ping", "-q", "-c", "10", "-i", "0.2", ORG_ADDR, check=False).stdout
