@@ -6,15 +6,19 @@
  * downloader behaves.
  */
 #include <errno.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "origin.h"
 #include "wire.h"
 
 #define CHUNK_LEN (2ull * 1024 * 1024)
@@ -750,6 +754,228 @@ ca_key_readable_by_others_stops_start(void)
 	free(text);
 }
 
+/* ---- a WebSocket-style upgrade inside an intercepted connection ---------- */
+
+#define WS_KEY "dGhlIHNhbXBsZSBub25jZQ=="
+#define WS_ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+#define WS_ECHO 6000u
+
+/* What ws_configure() writes nginx's config with. */
+static struct {
+	int origin_port;
+	char conf[300], errlog[300];
+} ws_setup;
+
+/*
+ * 101 to an upgrade request, then every byte back. A request that lost its
+ * Upgrade field on the way gets a plain 400, so the client sees why.
+ */
+static void
+ws_origin(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	const char *upgrade = headers_get(&req->head.headers, "Upgrade");
+
+	(void)arg;
+	if (!upgrade || strcasecmp(upgrade, "websocket") != 0) {
+		origin_reply(c, 400, "Content-Type: text/plain\r\n",
+		             "the origin got no \"Upgrade: websocket\"");
+		return;
+	}
+	origin_sendf(c, "HTTP/1.1 101 Switching Protocols\r\n"
+	                "Upgrade: websocket\r\n"
+	                "Connection: Upgrade\r\n"
+	                "Sec-WebSocket-Accept: " WS_ACCEPT "\r\n"
+	                "\r\n");
+	origin_echo(c, 10000, NULL);
+}
+
+/* HTTPS in front of the scripted origin; /ws is proxied as nginx passes WebSockets on. */
+static void
+ws_configure(void *arg)
+{
+	struct world *w = arg;
+	char crt[300], key[300], text[4096];
+
+	path_join(crt, sizeof(crt), w->dir, "origin.crt");
+	path_join(key, sizeof(key), w->dir, "origin.key");
+	w->port = free_port();
+	snprintf(text, sizeof(text),
+	         "pid %s/nginx.pid;\n"
+	         "error_log %s info;\n"
+	         "events { worker_connections 256; }\n"
+	         "http {\n"
+	         "    access_log %s;\n"
+	         "    client_body_temp_path %s/tmp_body;\n"
+	         "    proxy_temp_path %s/tmp_proxy;\n"
+	         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
+	         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
+	         "    scgi_temp_path %s/tmp_scgi;\n"
+	         "    server {\n"
+	         "        listen 127.0.0.1:%d ssl;\n"
+	         "        ssl_certificate %s;\n"
+	         "        ssl_certificate_key %s;\n"
+	         "        location /ws {\n"
+	         "            proxy_pass http://127.0.0.1:%d;\n"
+	         "            proxy_http_version 1.1;\n"
+	         "            proxy_set_header Upgrade $http_upgrade;\n"
+	         "            proxy_set_header Connection \"upgrade\";\n"
+	         "        }\n"
+	         "    }\n"
+	         "}\n",
+	         w->dir, ws_setup.errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir,
+	         w->port, crt, key, ws_setup.origin_port);
+	write_text_file(ws_setup.conf, text);
+}
+
+/* Certificates, the scripted origin and nginx in front of it. */
+static void
+ws_world_make(struct world *w, struct origin *og)
+{
+	char out[300];
+	int *const ports[] = {&w->port};
+
+	memset(w, 0, sizeof(*w));
+	snprintf(w->dir, sizeof(w->dir), "%s", harness_temp_dir());
+	path_join(w->origin_ca, sizeof(w->origin_ca), w->dir, "origin-ca.crt");
+	make_origin_certificates(w);
+	make_proxy_ca(w);
+	ws_setup.origin_port = origin_port(og);
+	path_join(ws_setup.conf, sizeof(ws_setup.conf), w->dir, "nginx.conf");
+	path_join(ws_setup.errlog, sizeof(ws_setup.errlog), w->dir, "error.log");
+	path_join(out, sizeof(out), w->dir, "nginx.out");
+	path_join(w->access_log, sizeof(w->access_log), w->dir, "access.log");
+	harness_watch_log(w->access_log, "nginx access log");
+	w->nginx = harness_start_nginx(w->dir, ws_setup.conf, ws_setup.errlog, out, ws_configure, w,
+	                               ports, 1);
+	harness_defer(nginx_stop, w);
+}
+
+/* The client's TLS inside its tunnel; freed at teardown. */
+static struct {
+	SSL_CTX *ctx;
+	SSL *ssl;
+} ws_tls;
+
+static void
+ws_tls_free(void *arg)
+{
+	(void)arg;
+	SSL_free(ws_tls.ssl);
+	SSL_CTX_free(ws_tls.ctx);
+	memset(&ws_tls, 0, sizeof(ws_tls));
+}
+
+/* A TLS client on fd for host, trusting cafile only. */
+static SSL *
+ws_tls_connect(int fd, const char *cafile, const char *host)
+{
+	char err[256];
+
+	ws_tls.ctx = SSL_CTX_new(TLS_client_method());
+	harness_defer(ws_tls_free, NULL);
+	assert_non_null(ws_tls.ctx);
+	assert_int_equal(SSL_CTX_load_verify_locations(ws_tls.ctx, cafile, NULL), 1);
+	SSL_CTX_set_verify(ws_tls.ctx, SSL_VERIFY_PEER, NULL);
+	ws_tls.ssl = SSL_new(ws_tls.ctx);
+	assert_non_null(ws_tls.ssl);
+	assert_int_equal(SSL_set_tlsext_host_name(ws_tls.ssl, host), 1);
+	assert_int_equal(SSL_set1_host(ws_tls.ssl, host), 1);
+	assert_int_equal(SSL_set_fd(ws_tls.ssl, fd), 1);
+	if (SSL_connect(ws_tls.ssl) != 1) {
+		ERR_error_string_n(ERR_get_error(), err, sizeof(err));
+		fail_msg("TLS handshake through the proxy failed: %s", err);
+	}
+	return ws_tls.ssl;
+}
+
+static void
+ws_write(SSL *ssl, const void *data, size_t len)
+{
+	size_t done;
+
+	if (SSL_write_ex(ssl, data, len, &done) != 1 || done != len)
+		fail_msg("TLS write of %zu bytes failed", len);
+}
+
+/*
+ * Reads a response head into buf (NUL-terminated); returns its length.
+ * Bytes read behind it stay in buf up to *have.
+ */
+static size_t
+ws_read_head(SSL *ssl, char *buf, size_t size, size_t *have)
+{
+	char *end;
+	size_t n;
+
+	*have = 0;
+	while (!(end = strstr(buf, "\r\n\r\n"))) {
+		if (*have + 1 >= size)
+			fail_msg("a response head of more than %zu bytes", size);
+		if (SSL_read_ex(ssl, buf + *have, size - 1 - *have, &n) != 1)
+			fail_msg("the connection ended after %zu bytes of a response head: \"%s\"",
+			         *have, buf);
+		*have += n;
+		buf[*have] = '\0';
+	}
+	return (size_t)(end - buf) + 4;
+}
+
+/*
+ * The origin's 101 reaches the client through nginx and the interception,
+ * and the bytes after it pass both ways unchanged.
+ */
+static void
+websocket_upgrade_passes_through_interception(void)
+{
+	static char head[8192], sent[WS_ECHO], got[WS_ECHO];
+	struct origin *og = origin_start(ws_origin, NULL);
+	struct client c;
+	char authority[64];
+	size_t head_len, have, n;
+	SSL *ssl;
+
+	ws_world_make(&the_world, og);
+	proxy_start_intercepting(&the_world, true, NULL);
+	snprintf(authority, sizeof(authority), "localhost:%d", the_world.port);
+	open_tunnel(&c, px.port, authority);
+	ssl = ws_tls_connect(c.fd, the_world.proxy_ca, "localhost");
+	snprintf(head, sizeof(head),
+	         "GET /ws HTTP/1.1\r\n"
+	         "Host: %s\r\n"
+	         "Connection: Upgrade\r\n"
+	         "Upgrade: websocket\r\n"
+	         "Sec-WebSocket-Key: " WS_KEY "\r\n"
+	         "Sec-WebSocket-Version: 13\r\n"
+	         "\r\n",
+	         authority);
+	ws_write(ssl, head, strlen(head));
+	memset(head, 0, sizeof(head));
+	head_len = ws_read_head(ssl, head, sizeof(head), &have);
+	if (strncmp(head, "HTTP/1.1 101 ", 13) != 0 ||
+	    !strcasestr(head, "\r\nUpgrade: websocket\r\n") ||
+	    !strstr(head, "\r\nSec-WebSocket-Accept: " WS_ACCEPT "\r\n"))
+		fail_msg("expected 101 with \"Upgrade: websocket\" and the origin's accept key; "
+		         "got:\n%s",
+		         head);
+
+	/* Whatever came behind the head is the start of the echo. */
+	have -= head_len;
+	memcpy(got, head + head_len, have);
+	pattern_fill(sent, 0, sizeof(sent));
+	ws_write(ssl, sent, sizeof(sent));
+	while (have < sizeof(got)) {
+		if (SSL_read_ex(ssl, got + have, sizeof(got) - have, &n) != 1)
+			fail_msg("the echo ended after %zu of %u bytes", have, WS_ECHO);
+		have += n;
+	}
+	if (memcmp(got, sent, sizeof(sent)) != 0)
+		fail_msg("the %u bytes came back changed", WS_ECHO);
+	SSL_shutdown(ssl);
+	client_close(&c);
+	proxy_assert_alive(&px);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -768,6 +994,7 @@ main(void)
 		E2E_TEST(credentials_are_checked_before_interception),
 		E2E_TEST(host_no_certificate_can_name_gets_502),
 		E2E_TEST(ca_key_readable_by_others_stops_start),
+		E2E_TEST(websocket_upgrade_passes_through_interception),
 	};
 
 	return E2E_RUN("e2e_intercept", tests);
