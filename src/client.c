@@ -13,6 +13,7 @@
 #include "kp/intercept.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/plan.h"
 #include "kp/policy.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
@@ -386,6 +387,22 @@ flush_local(struct client *c)
 	next_request(c);
 }
 
+/*
+ * May the connection stay open after an answer of the proxy's own? The
+ * same rule as for a relayed response (plan.h); framed: the request was
+ * read whole, so the next one starts where it ended.
+ */
+static bool
+client_may_stay(const struct client *c, bool framed)
+{
+	struct plan_request asked = {
+		.keep_alive = c->ex.client_keep_alive && !c->conn.eof,
+		.draining = c->env->draining,
+	};
+
+	return plan_keeps_asker(&asked, framed);
+}
+
 static void
 reply_local(struct client *c, int status, const char *why, bool keep_alive)
 {
@@ -407,8 +424,12 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 		client_close(c);
 		return;
 	}
-	/* Keep the connection only if the rest of the request is not still to come. */
-	if (keep_alive && framer_done(&ex->req_body) && !c->conn.eof) {
+	/*
+	 * The rule relayed responses follow (RFC 9112 9.6): keep the connection
+	 * only if the client asked to, the rest of the request is not still to
+	 * come, and the proxy is not stopping; the head then says which.
+	 */
+	if (keep_alive && client_may_stay(c, framer_done(&ex->req_body))) {
 		if (ex->req_pending)
 			buf_consume(c->in, ex->req_pending);
 		ex->req_pending = 0;
@@ -499,7 +520,7 @@ static void
 answer_as_final_recipient(struct client *c)
 {
 	struct exchange *ex = &c->ex;
-	bool keep_alive = ex->client_keep_alive && framer_done(&ex->req_body);
+	bool keep_alive = client_may_stay(c, framer_done(&ex->req_body));
 	ssize_t n;
 
 	if (!c->out && !(c->out = buf_get())) {
