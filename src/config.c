@@ -68,7 +68,7 @@ config_defaults(struct kp_config *cfg)
 	cfg->connect_ports[443 / 8] |= 1u << (443 % 8);
 	/*
 	 * 1 MiB: what Linux lets any user ask for (fs.pipe-max-size), and on
-	 * loopback it took a fifth less CPU per GiB than 256 KiB (bench/bulk).
+	 * loopback it took a fifth less CPU per GiB than 256 KiB (bench/bulk.py).
 	 * The kernel holds pages only for bytes actually in a pipe.
 	 */
 	cfg->pipe_size = 1048576;
