@@ -121,12 +121,24 @@ writer_end_writes(struct conn *c)
 	}
 }
 
+/*
+ * A fed event not yet delivered is dropped when it is no longer wanted, as
+ * a socket's watcher that is stopped would not fire either.
+ */
+static void
+feed_or_forget(struct conn *c, ev_io *w, short revents, bool wanted)
+{
+	if (wanted)
+		ev_feed_event(c->loop, w, revents);
+	else
+		ev_clear_pending(c->loop, w);
+}
+
 static void
 writer_watch(struct conn *c, bool readable, bool writable)
 {
 	(void)readable;
-	if (writable)
-		ev_feed_event(c->loop, &c->wio, EV_WRITE);
+	feed_or_forget(c, &c->wio, EV_WRITE, writable);
 }
 
 static bool
@@ -222,12 +234,8 @@ reader_sendv(struct conn *c, const struct iovec *iov, int iovcnt)
 static void
 reader_watch(struct conn *c, bool readable, bool writable)
 {
-	struct memsource *m = reader_of(c);
-
-	if (writable)
-		ev_feed_event(c->loop, &c->wio, EV_WRITE);
-	if (readable)
-		wake_reader(m);
+	feed_or_forget(c, &c->wio, EV_WRITE, writable);
+	feed_or_forget(c, &c->rio, EV_READ, readable && reader_ready(reader_of(c)));
 }
 
 static void
