@@ -72,8 +72,11 @@ timed_out(struct exchange *ex)
 		kp_stats.errors[KP_ERR_TIMEOUT]++;
 		ex->ops->abort(ex, "tunnel idle past --tunnel-timeout");
 	} else if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
-		kp_stats.queue_timeouts++;
-		kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
+		/* The counters count clients' waits; the owner of a background one hears the 503. */
+		if (!ex->background) {
+			kp_stats.queue_timeouts++;
+			kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
+		}
 		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
 		         ex->env->cfg->queue_timeout);
 		ex->ops->reply(ex, 503, why, false);
@@ -271,6 +274,7 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 	ex->req = REQ_SENDING;
 	ex->resp = RESP_HEAD;
 	ex->target = *target;
+	ex->background = how == DISPATCH_BACKGROUND;
 	if (len > buf_capacity() || !(ex->req_head = buf_get()))
 		return -1;
 	memcpy(buf_tail(ex->req_head), head, len);
@@ -484,9 +488,14 @@ source_lost(struct exchange *ex, const char *why)
 	ex->req = REQ_SENDING;
 	ex->req_head_sent = 0;
 	rearm(ex);
-	/* The new connect takes the dead one's place under the host's cap before it goes. */
+	/*
+	 * The new connect takes the dead one's place under the host's cap before
+	 * it goes. A background request connects for nothing: it waits again for
+	 * a connection nobody else wants.
+	 */
 	t = dispatch_target_of(ex);
-	dispatch_request(ex->env->dispatch, &ex->waiter, &t, DISPATCH_FRESH);
+	dispatch_request(ex->env->dispatch, &ex->waiter, &t,
+	                 ex->background ? DISPATCH_BACKGROUND : DISPATCH_FRESH);
 	dead->ops->close(dead);
 }
 
