@@ -2,6 +2,7 @@
  * End-to-end test driver; see harness.h.
  */
 #include "harness.h"
+#include "origin.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -1366,19 +1367,6 @@ url_authority(const char *url, char *buf, size_t size)
 }
 
 void
-fetch(int proxy_port, const char *method, const char *url, struct response *r)
-{
-	struct client c;
-	char auth[256];
-
-	client_open(&c, proxy_port);
-	client_sendf(&c, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: kp-e2e\r\n\r\n", method, url,
-	             url_authority(url, auth, sizeof(auth)));
-	read_response_ok(&c, r, strcmp(method, "HEAD") == 0 ? RESP_HEAD : 0);
-	client_close(&c);
-}
-
-void
 harness_read_ok(struct client *c, struct response *r, unsigned flags, const char *file, int line)
 {
 	int rc = client_read_response(c, r, flags);
@@ -1415,16 +1403,166 @@ harness_assert_eof(struct client *c, int timeout_ms, const char *file, int line)
 	}
 }
 
-void
-harness_assert_body(const struct response *r, const char *text, const char *file, int line)
+/* The whole body is text. */
+static bool
+body_is(const struct response *r, const char *text)
 {
 	size_t n = strlen(text);
 
-	if (r->body.len != n || r->body.kept != n || memcmp(r->body.data, text, n) != 0) {
-		print_error("expected body \"%s\" (%zu bytes)\n", text, n);
+	return r->body.len == n && r->body.kept == n && memcmp(r->body.data, text, n) == 0;
+}
+
+void
+harness_assert_body(const struct response *r, const char *text, const char *file, int line)
+{
+	if (!body_is(r, text)) {
+		print_error("expected body \"%s\" (%zu bytes)\n", text, strlen(text));
 		response_print(r);
 		_fail(file, line);
 	}
+}
+
+void
+harness_expect_response(struct client *c, int status, const char *body, const char *file, int line)
+{
+	struct response r;
+
+	harness_read_ok(c, &r, 0, file, line);
+	harness_assert_status(&r, status, file, line);
+	if (body)
+		harness_assert_body(&r, body, file, line);
+	response_free(&r);
+}
+
+/* ---- Requests through the proxy ---- */
+
+void
+send_request(struct client *c, const char *method, struct origin *og, const char *path,
+             const char *version, const char *fields)
+{
+	char url[512];
+
+	client_sendf(c, "%s %s %s\r\nHost: 127.0.0.1:%d\r\n%s\r\n", method,
+	             origin_url(og, path, url, sizeof(url)), version, origin_port(og),
+	             fields ? fields : "");
+}
+
+void
+send_get(struct client *c, struct origin *og, const char *path)
+{
+	send_request(c, "GET", og, path, "HTTP/1.1", NULL);
+}
+
+void
+request_once(int proxy_port, const char *source, const char *text, struct response *r)
+{
+	struct client c;
+	unsigned flags = 0;
+
+	/* The method decides how the response is delimited. */
+	if (strncmp(text, "HEAD ", 5) == 0)
+		flags = RESP_HEAD;
+	else if (strncmp(text, "CONNECT ", 8) == 0)
+		flags = RESP_CONNECT;
+	client_open_from(&c, proxy_port, source);
+	client_sendf(&c, "%s", text);
+	read_response_ok(&c, r, flags);
+	client_close(&c);
+}
+
+void
+fetch_from(int proxy_port, const char *source, const char *method, const char *url,
+           const char *fields, struct response *r)
+{
+	char auth[256], *text;
+
+	if (asprintf(&text, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: kp-e2e\r\n%s\r\n", method,
+	             url, url_authority(url, auth, sizeof(auth)), fields ? fields : "") < 0)
+		fail_msg("out of memory");
+	request_once(proxy_port, source, text, r);
+	free(text);
+}
+
+void
+fetch(int proxy_port, const char *method, const char *url, struct response *r)
+{
+	fetch_from(proxy_port, NULL, method, url, NULL, r);
+}
+
+void
+harness_expect_get(int proxy_port, const char *source, const char *url, int status,
+                   const char *body, const char *file, int line)
+{
+	struct response r;
+
+	fetch_from(proxy_port, source, "GET", url, NULL, &r);
+	if (r.head.status != status || (body && !body_is(&r, body))) {
+		print_error("GET %s%s%s:\n", url, source ? " from " : "", source ? source : "");
+		harness_assert_status(&r, status, file, line);
+		harness_assert_body(&r, body, file, line);
+	}
+	response_free(&r);
+}
+
+void
+harness_expect_get_path(int proxy_port, struct origin *og, const char *path, int status,
+                        const char *body, const char *file, int line)
+{
+	char url[512];
+
+	harness_expect_get(proxy_port, NULL, origin_url(og, path, url, sizeof(url)), status, body,
+	                   file, line);
+}
+
+/* ---- The stats page ---- */
+
+const char *
+stats_page(int stats_port, const char *path, int *status)
+{
+	static char body[CLIENT_KEEP_BODY + 1];
+	struct response r;
+	char *text;
+
+	if (asprintf(&text, "GET %s HTTP/1.1\r\nHost: stats\r\n\r\n", path) < 0)
+		fail_msg("out of memory");
+	request_once(stats_port, NULL, text, &r);
+	free(text);
+	*status = r.head.status;
+	if (r.body.len != r.body.kept)
+		fail_msg("the stats page %s is larger than %zu bytes", path, r.body.kept);
+	memcpy(body, r.body.data ? r.body.data : "", r.body.kept);
+	body[r.body.kept] = '\0';
+	response_free(&r);
+	return body;
+}
+
+double
+metric_value(const char *text, const char *name)
+{
+	char key[256];
+	const char *at;
+	size_t n = strlen(name);
+
+	snprintf(key, sizeof(key), "\n%s ", name);
+	/* The first line has no newline before it. */
+	if (strncmp(text, key + 1, n + 1) == 0)
+		at = text;
+	else if ((at = strstr(text, key)) != NULL)
+		at++;
+	else
+		fail_msg("no metric %s in:\n%s", name, text);
+	return strtod(at + n + 1, NULL);
+}
+
+double
+stats_metric(int stats_port, const char *name)
+{
+	int status;
+	const char *text = stats_page(stats_port, "/metrics", &status);
+
+	if (status != 200)
+		fail_msg("the stats page answered %d to GET /metrics", status);
+	return metric_value(text, name);
 }
 
 /* ---- A private network and /etc/hosts ---- */

@@ -231,11 +231,57 @@ void harness_open_tunnel(struct client *c, int proxy_port, const char *authority
 /* Authority ("host:port") of an absolute http URL. */
 const char *url_authority(const char *url, char *buf, size_t size);
 
+/* ---- Requests through the proxy ---- */
+
+struct origin;
+
 /*
- * One request on a new connection, closed afterwards: "METHOD url HTTP/1.1"
- * with Host and User-Agent. The response is read (asserted OK) into r.
+ * On an open client: "METHOD url VERSION" for path on og, a Host field
+ * naming og, then fields (header lines each ended by CRLF, or NULL).
+ * send_get() is the plain GET over HTTP/1.1 most scenarios send.
  */
+void send_request(struct client *c, const char *method, struct origin *og, const char *path,
+                  const char *version, const char *fields);
+void send_get(struct client *c, struct origin *og, const char *path);
+
+/*
+ * One exchange on a new connection from source (a local IPv4 address; NULL:
+ * the kernel's choice), closed afterwards: text goes out as it is and the
+ * response to it is read (asserted well-formed) into r. A HEAD or CONNECT
+ * in text is read as such.
+ */
+void request_once(int proxy_port, const char *source, const char *text, struct response *r);
+/*
+ * The same for "METHOD url HTTP/1.1" with Host and User-Agent, then fields
+ * (header lines each ended by CRLF, or NULL). fetch() is this from the
+ * kernel's choice of address with no more fields.
+ */
+void fetch_from(int proxy_port, const char *source, const char *method, const char *url,
+                const char *fields, struct response *r);
 void fetch(int proxy_port, const char *method, const char *url, struct response *r);
+
+/*
+ * A GET of url from source (NULL: the kernel's choice) on a new connection;
+ * asserts the status and, unless body is NULL, the whole body.
+ * expect_get() is the same for path on og.
+ */
+void harness_expect_get(int proxy_port, const char *source, const char *url, int status,
+                        const char *body, const char *file, int line);
+void harness_expect_get_path(int proxy_port, struct origin *og, const char *path, int status,
+                             const char *body, const char *file, int line);
+#define expect_get_from(port, source, url, status, body)                                           \
+	harness_expect_get((port), (source), (url), (status), (body), __FILE__, __LINE__)
+#define expect_get(port, og, path, status, body)                                                   \
+	harness_expect_get_path((port), (og), (path), (status), (body), __FILE__, __LINE__)
+
+/* ---- The stats page (--stats-listen) ---- */
+
+/* GET path from the stats page on port; the body (static, until the next call) and *status. */
+const char *stats_page(int stats_port, const char *path, int *status);
+/* The value on the line "name value" of a /metrics text (name may carry labels). */
+double metric_value(const char *text, const char *name);
+/* One metric, read from a fresh /metrics (asserted 200). */
+double stats_metric(int stats_port, const char *name);
 
 /* Assertions with useful messages. */
 void harness_read_ok(struct client *c, struct response *r, unsigned flags, const char *file,
@@ -244,10 +290,16 @@ void harness_assert_status(const struct response *r, int status, const char *fil
 void harness_assert_eof(struct client *c, int timeout_ms, const char *file, int line);
 void harness_assert_body(const struct response *r, const char *text, const char *file, int line);
 
+/* Reads one response on c; asserts its status and, unless body is NULL, its whole body. */
+void harness_expect_response(struct client *c, int status, const char *body, const char *file,
+                             int line);
+
 #define read_response_ok(c, r, flags) harness_read_ok((c), (r), (flags), __FILE__, __LINE__)
 #define assert_status(r, s) harness_assert_status((r), (s), __FILE__, __LINE__)
 #define assert_client_eof(c, ms) harness_assert_eof((c), (ms), __FILE__, __LINE__)
 #define assert_body(r, text) harness_assert_body((r), (text), __FILE__, __LINE__)
+#define expect_response(c, status, body)                                                           \
+	harness_expect_response((c), (status), (body), __FILE__, __LINE__)
 
 /* ---- A private network and /etc/hosts ---- */
 

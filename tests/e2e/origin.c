@@ -1033,14 +1033,3 @@ origin_echo_all(struct origin_conn *c, void *arg)
 	(void)arg;
 	origin_echo(c, 5000, NULL);
 }
-
-void
-origin_get_ok(struct origin *o, int proxy_port)
-{
-	struct response r;
-	char url[128];
-
-	fetch(proxy_port, "GET", origin_url(o, "/", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
-}

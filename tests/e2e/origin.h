@@ -50,9 +50,6 @@ typedef void (*origin_handler)(struct origin_conn *c, const struct origin_reques
 void origin_handle_ok(struct origin_conn *c, const struct origin_request *req, void *arg);
 void origin_echo_all(struct origin_conn *c, void *arg);
 
-/* GET of the origin's "/" through the proxy on proxy_port, on a new connection; asserts 200. */
-void origin_get_ok(struct origin *o, int proxy_port);
-
 /* Starts an origin; it is stopped at teardown unless origin_stop() comes first. */
 struct origin *origin_start(origin_handler handler, void *arg);
 /*

@@ -18,6 +18,8 @@ static struct proxy px;
 /* base64("alice:open sesame") and base64("alice:new secret"). */
 #define ALICE_OLD "Basic YWxpY2U6b3BlbiBzZXNhbWU="
 #define ALICE_NEW "Basic YWxpY2U6bmV3IHNlY3JldA=="
+/* The header line that carries credentials. */
+#define AUTH(credentials) "Proxy-Authorization: " credentials "\r\n"
 
 /* Writes the users file; a new one in a fresh directory unless rewrite names it. */
 static const char *
@@ -36,22 +38,6 @@ users_file(const char *rewrite, const char *text, mode_t mode)
 	return path;
 }
 
-/* One GET on a new connection with an optional Proxy-Authorization value. */
-static void
-get_with(struct origin *og, const char *credentials, struct response *r)
-{
-	struct client c;
-	char url[128];
-
-	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%s\r\n",
-	             origin_url(og, "/", url, sizeof(url)),
-	             credentials ? "Proxy-Authorization: " : "", credentials ? credentials : "",
-	             credentials ? "\r\n" : "");
-	read_response_ok(&c, r, 0);
-	client_close(&c);
-}
-
 static void
 clients_outside_allow_get_403(void)
 {
@@ -60,32 +46,23 @@ clients_outside_allow_get_403(void)
 	                                     NULL};
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct client c;
-	struct response r;
-	char url[128];
 
 	proxy_start(&px, outside);
 	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", origin_url(og, "/", url, sizeof(url)));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 403);
-	response_free(&r);
+	send_get(&c, og, "/");
+	expect_response(&c, 403, NULL);
 	assert_client_eof(&c, 2000);
 	client_close(&c);
 	/* A burst of refusals leaves a bounded log. */
-	for (int i = 0; i < 50; i++) {
-		get_with(og, NULL, &r);
-		assert_status(&r, 403);
-		response_free(&r);
-	}
+	for (int i = 0; i < 50; i++)
+		expect_get(px.port, og, "/", 403, NULL);
 	if (proxy_log_count(&px, " 403 ") > 15)
 		fail_msg("%u log lines for 51 refusals in a burst", proxy_log_count(&px, " 403 "));
 	assert_int_equal(origin_connection_count(og), 0);
 	proxy_stop(&px);
 
 	proxy_start(&px, inside);
-	get_with(og, NULL, &r);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_get(px.port, og, "/", 200, "ok");
 	proxy_stop(&px);
 }
 
@@ -97,19 +74,22 @@ missing_or_wrong_credentials_get_407(void)
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	const struct origin_request *seen;
 	struct response r;
+	char url[128];
 
 	proxy_start(&px, args);
-	get_with(og, NULL, &r);
+	origin_url(og, "/", url, sizeof(url));
+	fetch(px.port, "GET", url, &r);
 	assert_status(&r, 407);
 	assert_non_null(resp_header(&r, "Proxy-Authenticate"));
 	assert_string_equal(resp_header(&r, "Proxy-Authenticate"), "Basic realm=\"keepalive-proxy\"");
 	response_free(&r);
-	get_with(og, "Basic YWxpY2U6d3Jvbmc=", &r);   /* alice:wrong */
+	fetch_from(px.port, NULL, "GET", url, AUTH("Basic YWxpY2U6d3Jvbmc="), &r); /* alice:wrong */
 	assert_status(&r, 407);
 	response_free(&r);
 	assert_int_equal(origin_connection_count(og), 0);
-	get_with(og, ALICE_OLD, &r);
+	fetch_from(px.port, NULL, "GET", url, AUTH(ALICE_OLD), &r);
 	assert_status(&r, 200);
+	assert_body(&r, "ok");
 	response_free(&r);
 	/* The credentials are for the proxy: the origin never sees them. */
 	seen = origin_last_request(og);
@@ -137,8 +117,8 @@ connect_needs_credentials_too(void)
 	assert_int_equal(origin_connection_count(og), 0);
 
 	client_open(&c, px.port);
-	client_sendf(&c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n",
-	             authority, authority, ALICE_OLD);
+	client_sendf(&c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n" AUTH(ALICE_OLD) "\r\n", authority,
+	             authority);
 	read_response_ok(&c, &r, RESP_CONNECT);
 	assert_status(&r, 200);
 	response_free(&r);
@@ -182,25 +162,29 @@ sighup_rereads_the_file(void)
 	const char *args[] = {"--auth-file", users, NULL};
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct response r;
+	char url[128];
 
 	proxy_start(&px, args);
+	origin_url(og, "/", url, sizeof(url));
 	users_file(users, "alice:new secret\n", 0600);
 	kill(px.pid, SIGHUP);
 	for (int i = 0; i < 100 && proxy_log_count(&px, "SIGHUP") == 0; i++)
 		sleep_ms(10);
 	sleep_ms(50);
-	get_with(og, ALICE_OLD, &r);
+	fetch_from(px.port, NULL, "GET", url, AUTH(ALICE_OLD), &r);
 	assert_status(&r, 407);
 	response_free(&r);
-	get_with(og, ALICE_NEW, &r);
+	fetch_from(px.port, NULL, "GET", url, AUTH(ALICE_NEW), &r);
 	assert_status(&r, 200);
+	assert_body(&r, "ok");
 	response_free(&r);
 	/* A broken file on reload keeps the users read before. */
 	users_file(users, "no colon here\n", 0600);
 	kill(px.pid, SIGHUP);
 	sleep_ms(200);
-	get_with(og, ALICE_NEW, &r);
+	fetch_from(px.port, NULL, "GET", url, AUTH(ALICE_NEW), &r);
 	assert_status(&r, 200);
+	assert_body(&r, "ok");
 	response_free(&r);
 	assert_int_equal(proxy_log_count(&px, "stay in force"), 1);
 	proxy_stop(&px);
@@ -240,16 +224,13 @@ u_drops_root(void)
 {
 	static const char *const args[] = {"-u", "nobody", NULL};
 	struct origin *og;
-	struct response r;
 
 	if (geteuid() != 0)
 		skip();
 	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, args);
 	assert_int_not_equal(daemon_uid(), 0);
-	get_with(og, NULL, &r);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_get(px.port, og, "/", 200, "ok");
 	proxy_stop(&px);
 }
 

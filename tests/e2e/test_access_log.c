@@ -34,17 +34,6 @@ wait_lines(const char *path, unsigned n)
 }
 
 static void
-get(struct origin *og, const char *path, int want)
-{
-	struct response r;
-	char url[160];
-
-	fetch(px.port, "GET", origin_url(og, path, url, sizeof(url)), &r);
-	assert_status(&r, want);
-	response_free(&r);
-}
-
-static void
 one_line_per_request(void)
 {
 	char log[512], moved[520], line[256], authority[64];
@@ -57,16 +46,14 @@ one_line_per_request(void)
 
 	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());
 	proxy_start(&px, args);
-	get(og, "/first?token=secret", 200);
-	get(og, "/second", 200);
+	expect_get(px.port, og, "/first?token=secret", 200, "ok");
+	expect_get(px.port, og, "/second", 200, "ok");
 	snprintf(authority, sizeof(authority), "127.0.0.1:%d", origin_port(raw));
 	open_tunnel(&c, px.port, authority);
 	client_close(&c);
-	client_open(&c, px.port);
-	client_sendf(&c, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n");
-	read_response_ok(&c, &r, 0);
+	request_once(px.port, NULL, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+	assert_status(&r, 400);
 	response_free(&r);
-	client_close(&c);
 	text = wait_lines(log, 4);
 	snprintf(line, sizeof(line), " 127.0.0.1:");
 	assert_non_null(strstr(text, line));
@@ -87,7 +74,7 @@ one_line_per_request(void)
 	assert_int_equal(rename(log, moved), 0);
 	kill(px.pid, SIGHUP);
 	sleep_ms(200);
-	get(og, "/third", 200);
+	expect_get(px.port, og, "/third", 200, "ok");
 	text = wait_lines(log, 1);
 	assert_non_null(strstr(text, "/third 200"));
 	free(text);
@@ -104,7 +91,7 @@ query_kept_when_asked(void)
 
 	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());
 	proxy_start(&px, args);
-	get(og, "/q?page=2", 200);
+	expect_get(px.port, og, "/q?page=2", 200, "ok");
 	text = wait_lines(log, 1);
 	assert_non_null(strstr(text, "/q?page=2 200"));
 	free(text);

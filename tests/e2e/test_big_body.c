@@ -52,9 +52,7 @@ download(const char *path, enum framing framing)
 	response_free(&r);
 	print_message("64 MiB %s download took %.2f s\n", path, now_s() - t0);
 	/* A complete response: the connection went back to the pool. */
-	fetch(px.port, "GET", origin_url(og, "/small", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_get(px.port, og, "/small", 200, "len=0 pattern=1");
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_origin_clean(og);
 	proxy_stop(&px);

@@ -13,17 +13,6 @@
 static struct proxy px;
 
 static void
-request(const char *text, struct response *r)
-{
-	struct client c;
-
-	client_open(&c, px.port);
-	client_sendf(&c, "%s", text);
-	read_response_ok(&c, r, 0);
-	client_close(&c);
-}
-
-static void
 options_for_the_server_becomes_asterisk(void)
 {
 	struct origin *og = origin_start(origin_handle_ok, NULL);
@@ -35,7 +24,7 @@ options_for_the_server_becomes_asterisk(void)
 	snprintf(text, sizeof(text),
 	         "OPTIONS http://127.0.0.1:%d HTTP/1.1\r\nHost: x\r\nMax-Forwards: 5\r\n\r\n",
 	         origin_port(og));
-	request(text, &r);
+	request_once(px.port, NULL, text, &r);
 	assert_status(&r, 200);
 	response_free(&r);
 	seen = origin_last_request(og);
@@ -47,7 +36,7 @@ options_for_the_server_becomes_asterisk(void)
 	snprintf(text, sizeof(text),
 	         "OPTIONS http://127.0.0.1:%d/x HTTP/1.1\r\nHost: x\r\nMax-Forwards: 1\r\n\r\n",
 	         origin_port(og));
-	request(text, &r);
+	request_once(px.port, NULL, text, &r);
 	assert_status(&r, 200);
 	response_free(&r);
 	seen = origin_last_request(og);
@@ -58,7 +47,7 @@ options_for_the_server_becomes_asterisk(void)
 	snprintf(text, sizeof(text),
 	         "GET http://127.0.0.1:%d/g HTTP/1.1\r\nHost: x\r\nMax-Forwards: 0\r\n\r\n",
 	         origin_port(og));
-	request(text, &r);
+	request_once(px.port, NULL, text, &r);
 	assert_status(&r, 200);
 	response_free(&r);
 	assert_string_equal(headers_get(&origin_last_request(og)->head.headers, "Max-Forwards"),
@@ -78,7 +67,7 @@ max_forwards_zero_is_answered_by_the_proxy(void)
 	snprintf(text, sizeof(text),
 	         "OPTIONS http://127.0.0.1:%d/ HTTP/1.1\r\nHost: x\r\nMax-Forwards: 0\r\n\r\n",
 	         origin_port(og));
-	request(text, &r);
+	request_once(px.port, NULL, text, &r);
 	assert_status(&r, 200);
 	assert_non_null(resp_header(&r, "Allow"));
 	response_free(&r);
@@ -87,7 +76,7 @@ max_forwards_zero_is_answered_by_the_proxy(void)
 	         "TRACE http://127.0.0.1:%d/t HTTP/1.1\r\nHost: x\r\nMax-Forwards: 0\r\n"
 	         "X-Probe: 42\r\nCookie: secret=1\r\nProxy-Authorization: Basic eDp5\r\n\r\n",
 	         origin_port(og));
-	request(text, &r);
+	request_once(px.port, NULL, text, &r);
 	assert_status(&r, 200);
 	assert_string_equal(resp_header(&r, "Content-Type"), "message/http");
 	body = (const char *)r.body.data;
@@ -106,11 +95,11 @@ status_lines_have_reason_phrases(void)
 	struct response r;
 
 	proxy_start(&px, NULL);
-	request("GET http://127.0.0.1:1/ HTTP/2.0\r\nHost: x\r\n\r\n", &r);
+	request_once(px.port, NULL, "GET http://127.0.0.1:1/ HTTP/2.0\r\nHost: x\r\n\r\n", &r);
 	assert_status(&r, 505);
 	assert_string_equal(r.head.reason, "HTTP Version Not Supported");
 	response_free(&r);
-	request("GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", &r);
+	request_once(px.port, NULL, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", &r);
 	assert_status(&r, 400);
 	assert_string_equal(r.head.reason, "Bad Request");
 	response_free(&r);

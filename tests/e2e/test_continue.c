@@ -107,19 +107,13 @@ connection_usable_after_continue(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	struct response r;
-	char url[128];
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
 	upload_with_expect(&c, og, "/one", 5000, false);
 	upload_with_expect(&c, og, "/two", 7000, true);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/three", url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "/three len=0 pattern=1");
-	response_free(&r);
+	send_get(&c, og, "/three");
+	expect_response(&c, 200, "/three len=0 pattern=1");
 	client_close(&c);
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_origin_clean(og);

@@ -42,7 +42,7 @@ idle_connections_give_way_to_clients(void)
 	proxy_start(&px, NULL);
 	for (int i = 0; i < ORIGINS; i++) {
 		og[i] = origin_start(origin_handle_ok, NULL);
-		origin_get_ok(og[i], px.port);
+		expect_get(px.port, og[i], "/", 200, "ok");
 	}
 	limit_daemon(64);
 	lines0 = proxy_log_count(&px, "\n");
@@ -59,7 +59,7 @@ idle_connections_give_way_to_clients(void)
 		         proxy_log_count(&px, "\n") - lines0);
 	/* Every client got a descriptor from an idle connection: no client waits. */
 	assert_true(stats_get(proxy_stats(&px), "clients") >= ORIGINS + 40);
-	origin_get_ok(og[0], px.port);
+	expect_get(px.port, og[0], "/", 200, "ok");
 	for (int i = 0; i < 40; i++)
 		client_close(&cl[i]);
 	proxy_stop(&px);
@@ -74,9 +74,7 @@ clients_wait_in_the_backlog_without_spinning(void)
 {
 	static struct client cl[40];
 	struct origin *og = origin_start(origin_handle_ok, NULL);
-	struct response r;
 	double cpu0, cpu;
-	char url[128];
 
 	proxy_start(&px, NULL);
 	limit_daemon(32);
@@ -92,11 +90,8 @@ clients_wait_in_the_backlog_without_spinning(void)
 	for (int i = 0; i < 30; i++)
 		client_close(&cl[i]);
 	/* The last one waited in the backlog; now it is accepted and served. */
-	client_sendf(&cl[39], "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-	             origin_url(og, "/", url, sizeof(url)));
-	read_response_ok(&cl[39], &r, 0);
-	assert_status(&r, 200);
-	response_free(&r);
+	send_get(&cl[39], og, "/");
+	expect_response(&cl[39], 200, "ok");
 	for (int i = 30; i < 40; i++)
 		client_close(&cl[i]);
 	proxy_stop(&px);
@@ -124,7 +119,7 @@ many_idle_clients_do_not_delay_a_request(void)
 	for (int i = 0; i < IDLE; i++)
 		client_open(&idle[i], px.port);
 	t0 = now_s();
-	origin_get_ok(og, px.port);
+	expect_get(px.port, og, "/", 200, "ok");
 	took = now_s() - t0;
 	if (took > 0.5)
 		fail_msg("a request took %.2f s beside %d idle clients", took, IDLE);

@@ -30,54 +30,34 @@ require_world(void)
 	}
 }
 
-/* One GET of url from source (NULL: loopback); returns the status. */
-static int
-get_from(const char *source, const char *url)
-{
-	struct client c;
-	struct response r;
-	int status;
-
-	client_open_from(&c, px.port, source);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", url);
-	read_response_ok(&c, &r, 0);
-	status = r.head.status;
-	response_free(&r);
-	client_close(&c);
-	return status;
-}
-
 static void
 lan_client_cannot_reach_this_machine(void)
 {
 	static const char *const args[] = {"-b", "0.0.0.0", "--allow", "0.0.0.0/0",
 	                                   "--connect-ports", "*", NULL};
 	struct origin *og;
-	struct client c;
 	struct response r;
-	char url[128], authority[64];
+	char url[128], text[160];
 
 	require_world();
 	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, args);
 	/* A local client may. */
-	assert_int_equal(get_from(NULL, origin_url(og, "/", url, sizeof(url))), 200);
+	expect_get_from(px.port, NULL, origin_url(og, "/", url, sizeof(url)), 200, "ok");
 	assert_int_equal(origin_connection_count(og), 1);
 	/* A LAN client may not, not even over the local client's pooled connection. */
-	assert_int_equal(get_from(LAN_ADDR, url), 403);
+	expect_get_from(px.port, LAN_ADDR, url, 403, NULL);
 	snprintf(url, sizeof(url), "http://" LAN_ADDR ":%d/", origin_port(og));
-	assert_int_equal(get_from(LAN_ADDR, url), 403);
+	expect_get_from(px.port, LAN_ADDR, url, 403, NULL);
 	/* A name that resolves to loopback is refused at connect time. */
 	snprintf(url, sizeof(url), "http://rebind.test:%d/", origin_port(og));
-	assert_int_equal(get_from(LAN_ADDR, url), 403);
+	expect_get_from(px.port, LAN_ADDR, url, 403, NULL);
 	/* Nor through a tunnel. */
-	snprintf(authority, sizeof(authority), "127.0.0.1:%d", origin_port(og));
-	client_open_from(&c, px.port, LAN_ADDR);
-	client_sendf(&c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority);
-	read_response_ok(&c, &r, RESP_CONNECT);
+	snprintf(text, sizeof(text), "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+	         origin_port(og), origin_port(og));
+	request_once(px.port, LAN_ADDR, text, &r);
 	assert_status(&r, 403);
 	response_free(&r);
-	client_close(&c);
 	assert_int_equal(origin_connection_count(og), 1);
 	proxy_stop(&px);
 }
@@ -95,11 +75,11 @@ allow_dest_and_deny_dest(void)
 	require_world();
 	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, allowed);
-	assert_int_equal(get_from(LAN_ADDR, origin_url(og, "/", url, sizeof(url))), 200);
+	expect_get_from(px.port, LAN_ADDR, origin_url(og, "/", url, sizeof(url)), 200, "ok");
 	proxy_stop(&px);
 	proxy_start(&px, denied);
-	assert_int_equal(get_from(NULL, url), 403);
-	assert_int_equal(get_from(LAN_ADDR, url), 403);
+	expect_get_from(px.port, NULL, url, 403, NULL);
+	expect_get_from(px.port, LAN_ADDR, url, 403, NULL);
 	proxy_stop(&px);
 }
 

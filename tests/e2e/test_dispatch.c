@@ -60,28 +60,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 	}
 }
 
-static void
-send_get(struct client *c, struct origin *og, const char *path)
-{
-	char url[128];
-
-	client_open(c, px.port);
-	client_sendf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, path, url, sizeof(url)), origin_port(og));
-}
-
-static void
-expect_body(struct client *c, int status, const char *body)
-{
-	struct response r;
-
-	read_response_ok(c, &r, 0);
-	assert_status(&r, status);
-	if (body)
-		assert_body(&r, body);
-	response_free(&r);
-}
-
 /* The conn_no the origin recorded for the last request to path. */
 static unsigned
 conn_of(struct origin *og, const char *path)
@@ -126,9 +104,11 @@ wait_connections(struct origin *og, unsigned n)
 static double
 start_race(struct origin *og, struct client *a, struct client *b)
 {
+	client_open(a, px.port);
 	send_get(a, og, "/slow");
 	wait_connections(og, 1);
 	origin_hold_accepts(og);
+	client_open(b, px.port);
 	send_get(b, og, "/fast");
 	return now_s();
 }
@@ -148,8 +128,8 @@ freed_connection_beats_the_new_connect(void)
 
 	proxy_start(&px, NULL);
 	t0 = start_race(og, &a, &b);
-	expect_body(&a, 200, "slow");
-	expect_body(&b, 200, "fast");
+	expect_response(&a, 200, "slow");
+	expect_response(&b, 200, "fast");
 	took = now_s() - t0;
 	if (took > 0.9)
 		fail_msg("the queued request took %.2f s: it waited for its own connect", took);
@@ -164,10 +144,12 @@ freed_connection_beats_the_new_connect(void)
 	assert_int_equal(stats_get(stats, "connects"), 2);
 	/* Two requests at once now find two idle connections: no third connect. */
 	client_close(&a);
+	client_open(&a, px.port);
 	send_get(&a, og, "/brief");
+	client_open(&c, px.port);
 	send_get(&c, og, "/brief");
-	expect_body(&a, 200, "brief");
-	expect_body(&c, 200, "brief");
+	expect_response(&a, 200, "brief");
+	expect_response(&c, 200, "brief");
 	assert_int_equal(origin_connection_count(og), 2);
 	client_close(&a);
 	client_close(&b);
@@ -185,6 +167,7 @@ abandoned_connect_is_pooled(void)
 
 	proxy_start(&px, NULL);
 	origin_hold_accepts(og);
+	client_open(&a, px.port);
 	send_get(&a, og, "/fast");
 	sleep_ms(100);
 	/* A reset: a FIN alone could be a half-close, after which the answer is still wanted. */
@@ -193,8 +176,9 @@ abandoned_connect_is_pooled(void)
 	origin_release_accepts(og);
 	wait_connections(og, 1);
 	assert_int_equal(stats_get(wait_counter("unused", 1), "unused"), 1);
+	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
-	expect_body(&b, 200, "fast");
+	expect_response(&b, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_int_equal(origin_count_requests(og, "GET", "/fast"), 1);
 	client_close(&b);
@@ -217,22 +201,25 @@ cap_holds_and_the_next_request_gets_a_freed_connection(void)
 	const char *stats;
 
 	proxy_start(&px, args);
-	for (int i = 0; i < 100; i++)
+	for (int i = 0; i < 100; i++) {
+		client_open(&held[i], px.port);
 		send_get(&held[i], og, "/hold");
+	}
 	if (!origin_wait_requests(og, 100, 10000))
 		fail_msg("only %u of 100 held requests reached the origin",
 		         origin_request_count(og));
+	client_open(&extra, px.port);
 	send_get(&extra, og, "/fast");
 	sleep_ms(300);
 	assert_int_equal(origin_connection_count(og), 100);
 	assert_int_equal(origin_request_count(og), 100);
 	assert_int_equal(stats_get(proxy_stats(&px), "queued"), 1);
 	atomic_store(&g.tickets, 1);
-	expect_body(&extra, 200, "fast");
+	expect_response(&extra, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 100);
 	atomic_store(&g.open, true);
 	for (int i = 0; i < 100; i++) {
-		expect_body(&held[i], 200, "held");
+		expect_response(&held[i], 200, "held");
 		client_close(&held[i]);
 	}
 	client_close(&extra);
@@ -251,10 +238,12 @@ cap_holds_under_a_hundred_clients(void)
 	struct origin *og = origin_start(handle, NULL);
 
 	proxy_start(&px, args);
-	for (int i = 0; i < 100; i++)
-		send_get(&cl[i], og, "/brief");
 	for (int i = 0; i < 100; i++) {
-		expect_body(&cl[i], 200, "brief");
+		client_open(&cl[i], px.port);
+		send_get(&cl[i], og, "/brief");
+	}
+	for (int i = 0; i < 100; i++) {
+		expect_response(&cl[i], 200, "brief");
 		client_close(&cl[i]);
 	}
 	assert_int_equal(origin_request_count(og), 100);
@@ -277,9 +266,11 @@ queue_timeout_answers_503(void)
 	double t0, took;
 
 	proxy_start(&px, args);
+	client_open(&a, px.port);
 	send_get(&a, og, "/hold");
 	assert_true(origin_wait_requests(og, 1, 5000));
 	t0 = now_s();
+	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
 	read_response_ok(&b, &r, 0);
 	took = now_s() - t0;
@@ -292,10 +283,11 @@ queue_timeout_answers_503(void)
 		fail_msg("503 came after %.2f s with --queue-timeout 1", took);
 	assert_int_equal(stats_get(proxy_stats(&px), "queue timeouts"), 1);
 	atomic_store(&g.open, true);
-	expect_body(&a, 200, "held");
+	expect_response(&a, 200, "held");
 	/* The one connection is free again and serves the next request. */
+	client_open(&c, px.port);
 	send_get(&c, og, "/fast");
-	expect_body(&c, 200, "fast");
+	expect_response(&c, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_int_equal(origin_count_requests(og, "GET", "/fast"), 1);
 	client_close(&a);
@@ -314,19 +306,23 @@ client_leaving_the_queue_disturbs_no_one(void)
 	struct client a, b, c, d;
 
 	proxy_start(&px, args);
+	client_open(&a, px.port);
 	send_get(&a, og, "/hold");
 	assert_true(origin_wait_requests(og, 1, 5000));
+	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
 	sleep_ms(50);
+	client_open(&c, px.port);
 	send_get(&c, og, "/fast");
 	sleep_ms(50);
 	client_abort(&b);
 	sleep_ms(50);
 	atomic_store(&g.open, true);
-	expect_body(&a, 200, "held");
-	expect_body(&c, 200, "fast");
+	expect_response(&a, 200, "held");
+	expect_response(&c, 200, "fast");
+	client_open(&d, px.port);
 	send_get(&d, og, "/fast");
-	expect_body(&d, 200, "fast");
+	expect_response(&d, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_int_equal(origin_count_requests(og, "GET", "/fast"), 2);
 	client_close(&a);
@@ -349,11 +345,13 @@ freed_connection_found_dead_is_retried(void)
 	struct client a, b;
 
 	proxy_start(&px, args);
+	client_open(&a, px.port);
 	send_get(&a, og, "/last");
 	wait_connections(og, 1);
+	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
-	expect_body(&a, 200, "last");
-	expect_body(&b, 200, "fast");
+	expect_response(&a, 200, "last");
+	expect_response(&b, 200, "fast");
 	assert_int_equal(conn_of(og, "/fast"), 2);
 	assert_int_equal(stats_get(proxy_stats(&px), "retries"), 1);
 	client_close(&a);
@@ -375,10 +373,10 @@ no_connect_race_waits_for_its_own_connect(void)
 
 	proxy_start(&px, args);
 	t0 = start_race(og, &a, &b);
-	expect_body(&a, 200, "slow");
+	expect_response(&a, 200, "slow");
 	sleep_ms(300);
 	origin_release_accepts(og);
-	expect_body(&b, 200, "fast");
+	expect_response(&b, 200, "fast");
 	took = now_s() - t0;
 	if (took < 0.9)
 		fail_msg("with --no-connect-race the request was served after %.2f s, before "

@@ -36,14 +36,8 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 static void
 still_serving(struct origin *og)
 {
-	struct response r;
-	char url[128];
-
 	proxy_assert_alive(&px);
-	fetch(px.port, "GET", origin_url(og, "/ok", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	assert_body(&r, "ok");
-	response_free(&r);
+	expect_get(px.port, og, "/ok", 200, "ok");
 }
 
 /*
@@ -225,13 +219,11 @@ silent_origin_gets_504(void)
 	struct origin *og = origin_start(handle, NULL);
 	struct client slow;
 	struct response r;
-	char url[128];
 	double t0, t_other;
 
 	proxy_start(&px, timeout_args);
 	client_open(&slow, px.port);
-	client_sendf(&slow, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/silent", url, sizeof(url)), origin_port(og));
+	send_get(&slow, og, "/silent");
 	t0 = now_s();
 	/* While that request waits, other clients are served at once. */
 	assert_true(origin_wait_requests(og, 1, 3000));
@@ -306,14 +298,10 @@ url_limit_is_configurable(void)
 	static const char *const args[] = {"--max-url-size", "100", NULL};
 	struct origin *og = origin_start(handle, NULL);
 	char raw[512], path[160];
-	struct response r;
-	char url[256];
 
 	proxy_start(&px, args);
 	/* Well under the limit: served. */
-	fetch(px.port, "GET", origin_url(og, "/short", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_get(px.port, og, "/short", 200, "ok");
 	memset(path, 'u', 150);
 	path[150] = '\0';
 	snprintf(raw, sizeof(raw),

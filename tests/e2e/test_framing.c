@@ -56,16 +56,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 }
 
 static void
-send_get(struct client *c, struct origin *og, const char *method, const char *path,
-         const char *version)
-{
-	char url[128];
-
-	client_sendf(c, "%s %s %s\r\nHost: 127.0.0.1:%d\r\n\r\n", method,
-	             origin_url(og, path, url, sizeof(url)), version, origin_port(og));
-}
-
-static void
 chunked_with_trailers_to_http11(void)
 {
 	struct origin *og = origin_start(handle, NULL);
@@ -74,7 +64,7 @@ chunked_with_trailers_to_http11(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/chunked", "HTTP/1.1");
+	send_get(&c, og, "/chunked");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_int_equal(r.framing, FRAMING_CHUNKED);
@@ -89,7 +79,7 @@ chunked_with_trailers_to_http11(void)
 	response_free(&r);
 
 	/* Same client connection: a bigger chunked body, then an empty one. */
-	send_get(&c, og, "GET", "/chunked-big", "HTTP/1.1");
+	send_get(&c, og, "/chunked-big");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_int_equal(r.framing, FRAMING_CHUNKED);
@@ -99,7 +89,7 @@ chunked_with_trailers_to_http11(void)
 	assert_string_equal(headers_get(&r.trailers, "X-Done"), "1");
 	response_free(&r);
 
-	send_get(&c, og, "GET", "/zero", "HTTP/1.1");
+	send_get(&c, og, "/zero");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_int_equal(r.body.len, 0);
@@ -120,7 +110,7 @@ chunked_to_http10_is_dechunked(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/chunked", "HTTP/1.0");
+	send_request(&c, "GET", og, "/chunked", "HTTP/1.0", NULL);
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_null(resp_header(&r, "Transfer-Encoding"));
@@ -130,7 +120,7 @@ chunked_to_http10_is_dechunked(void)
 	client_close(&c);
 
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/chunked-big", "HTTP/1.0");
+	send_request(&c, "GET", og, "/chunked-big", "HTTP/1.0", NULL);
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_null(resp_header(&r, "Transfer-Encoding"));
@@ -151,15 +141,11 @@ close_delimited_response(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	struct response r;
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/eof", "HTTP/1.1");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "close-delimited body");
-	response_free(&r);
+	send_get(&c, og, "/eof");
+	expect_response(&c, 200, "close-delimited body");
 	assert_client_eof(&c, 3000);
 	client_close(&c);
 	assert_origin_clean(og);
@@ -175,7 +161,7 @@ head_then_get_on_same_connection(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "HEAD", "/head", "HTTP/1.1");
+	send_request(&c, "HEAD", og, "/head", "HTTP/1.1", NULL);
 	read_response_ok(&c, &r, RESP_HEAD);
 	assert_status(&r, 200);
 	assert_non_null(resp_header(&r, "Content-Length"));
@@ -183,24 +169,18 @@ head_then_get_on_same_connection(void)
 	assert_int_equal(r.body.len, 0);
 	response_free(&r);
 
-	send_get(&c, og, "GET", "/head", "HTTP/1.1");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "0123456789");
-	response_free(&r);
+	send_get(&c, og, "/head");
+	expect_response(&c, 200, "0123456789");
 
 	/* HEAD of a chunked resource: Transfer-Encoding announced, no body at all. */
-	send_get(&c, og, "HEAD", "/chunked", "HTTP/1.1");
+	send_request(&c, "HEAD", og, "/chunked", "HTTP/1.1", NULL);
 	read_response_ok(&c, &r, RESP_HEAD);
 	assert_status(&r, 200);
 	assert_int_equal(r.body.len, 0);
 	response_free(&r);
 
-	send_get(&c, og, "GET", "/chunked", "HTTP/1.1");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, FOX);
-	response_free(&r);
+	send_get(&c, og, "/chunked");
+	expect_response(&c, 200, FOX);
 	client_close(&c);
 
 	assert_int_equal(origin_connection_count(og), 1);
@@ -217,14 +197,14 @@ no_body_statuses(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/204", "HTTP/1.1");
+	send_get(&c, og, "/204");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 204);
 	assert_int_equal(r.body.len, 0);
 	assert_string_equal(resp_header(&r, "X-A"), "1");
 	response_free(&r);
 
-	send_get(&c, og, "GET", "/304", "HTTP/1.1");
+	send_get(&c, og, "/304");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 304);
 	assert_int_equal(r.body.len, 0);
@@ -232,11 +212,8 @@ no_body_statuses(void)
 	response_free(&r);
 
 	/* Nothing is left over on the client connection, and it is still usable. */
-	send_get(&c, og, "GET", "/head", "HTTP/1.1");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "0123456789");
-	response_free(&r);
+	send_get(&c, og, "/head");
+	expect_response(&c, 200, "0123456789");
 	client_close(&c);
 
 	assert_int_equal(origin_connection_count(og), 1);
@@ -253,21 +230,16 @@ interim_response_passed_on(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_get(&c, og, "GET", "/103", "HTTP/1.1");
+	send_get(&c, og, "/103");
 	read_response_ok(&c, &r, RESP_INTERIM);
 	assert_status(&r, 103);
 	assert_non_null(resp_header(&r, "Link"));
 	assert_string_equal(resp_header(&r, "Link"), "</style.css>; rel=preload");
 	response_free(&r);
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "after hints");
-	response_free(&r);
+	expect_response(&c, 200, "after hints");
 
-	send_get(&c, og, "GET", "/zero", "HTTP/1.1");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	response_free(&r);
+	send_get(&c, og, "/zero");
+	expect_response(&c, 200, NULL);
 	client_close(&c);
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_origin_clean(og);
@@ -279,7 +251,6 @@ chunked_request_body_unchanged(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	struct response r;
 	char url[128];
 	const struct origin_request *q;
 
@@ -292,10 +263,7 @@ chunked_request_body_unchanged(void)
 	             "A\r\nchunked!!!\r\n"
 	             "0\r\nX-Request-Trailer: t1\r\n\r\n",
 	             origin_url(og, "/echo", url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "16 bytes in 3 chunks: hello chunked!!!");
-	response_free(&r);
+	expect_response(&c, 200, "16 bytes in 3 chunks: hello chunked!!!");
 	q = origin_last_request(og);
 	assert_int_equal(q->framing, FRAMING_CHUNKED);
 	assert_non_null(headers_get(&q->trailers, "X-Request-Trailer"));
@@ -306,10 +274,7 @@ chunked_request_body_unchanged(void)
 	             "PUT %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n"
 	             "0\r\n\r\n",
 	             origin_url(og, "/echo", url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "0 bytes in 0 chunks: ");
-	response_free(&r);
+	expect_response(&c, 200, "0 bytes in 0 chunks: ");
 	client_close(&c);
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_origin_clean(og);

@@ -21,6 +21,10 @@
 #include "origin.h"
 #include "wire.h"
 
+/* curl's exit codes (curl(1), EXIT CODES) for the two ways a client is turned away here. */
+#define CURL_RECV_ERROR 56     /* the CONNECT got an answer other than 2xx */
+#define CURL_PEER_UNVERIFIED 60 /* the server's certificate did not verify */
+
 #define CHUNK_LEN (2ull * 1024 * 1024)
 #define BIG_LEN (64ull * 1024 * 1024)
 #define CHUNKS 10
@@ -295,6 +299,20 @@ curl(const struct world *w, const char *url, const char *cacert, const char *bod
 	return rc;
 }
 
+/* curl exited with want, the code for the failure meant, not just with some failure. */
+static void
+curl_exit_is(int got, int want, const char *file, int line)
+{
+	if (got != want) {
+		print_error("curl exited with %d, expected %d (%s)\n", got, want,
+		            want == CURL_RECV_ERROR ? "the CONNECT refused"
+		                                    : "a certificate that does not verify");
+		_fail(file, line);
+	}
+}
+
+#define assert_curl_exit(got, want) curl_exit_is((got), (want), __FILE__, __LINE__)
+
 static void
 url_of(char *buf, size_t size, const struct world *w, const char *host, const char *path)
 {
@@ -471,8 +489,9 @@ unlisted_host_is_tunnelled_untouched(void)
 	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
 	assert_pattern_file(body, CHUNK_LEN);
-	/* Trusting only the proxy's CA fails for the same reason. */
-	assert_int_not_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	/* Trusting only the proxy's CA fails for the same reason: the origin's certificate. */
+	assert_curl_exit(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status),
+	                 CURL_PEER_UNVERIFIED);
 	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
 	proxy_stop(&px);
 }
@@ -540,7 +559,8 @@ client_refusing_our_certificate_gets_tunnels(void)
 	int status;
 
 	begin("60s", NULL, "localhost", "/chunk.bin", url, body);
-	assert_int_not_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
+	assert_curl_exit(curl(&the_world, url, the_world.origin_ca, body, NULL, &status),
+	                 CURL_PEER_UNVERIFIED);
 	assert_int_equal(curl(&the_world, url, the_world.origin_ca, body, NULL, &status), 0);
 	assert_int_equal(status, 200);
 	assert_pattern_file(body, CHUNK_LEN);
@@ -697,7 +717,8 @@ credentials_are_checked_before_interception(void)
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
 	path_join(body, sizeof(body), the_world.dir, "auth.out");
 	/* curl reports the proxy's 407 to the CONNECT and gives up. */
-	assert_int_not_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+	assert_curl_exit(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status),
+	                 CURL_RECV_ERROR);
 	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
 	snprintf(userarg, sizeof(userarg), "-Ualice:secret");
 	assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, userarg, &status), 0);

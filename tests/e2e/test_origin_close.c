@@ -36,38 +36,21 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 }
 
 static void
-get_expect(int port, struct origin *og, const char *path, const char *body)
-{
-	struct client c;
-	struct response r;
-	char url[128];
-
-	client_open(&c, port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, path, url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, body);
-	response_free(&r);
-	client_close(&c);
-}
-
-static void
 connection_close_is_not_reused(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 
 	proxy_start(&px, NULL);
-	get_expect(px.port, og, "/close/1", "closing");
-	get_expect(px.port, og, "/close/2", "closing");
+	expect_get(px.port, og, "/close/1", 200, "closing");
+	expect_get(px.port, og, "/close/2", 200, "closing");
 	assert_int_equal(origin_connection_count(og), 2);
 	/* Both connections are of no further use; the proxy closes them. */
 	if (!origin_wait_peer_closed(og, 2, 3000))
 		fail_msg("the proxy kept %u of 2 'Connection: close' upstream connections open",
 		         2 - origin_peer_closed_count(og));
 	/* Pooling works normally afterwards. */
-	get_expect(px.port, og, "/plain/1", "plain");
-	get_expect(px.port, og, "/plain/2", "plain");
+	expect_get(px.port, og, "/plain/1", 200, "plain");
+	expect_get(px.port, og, "/plain/2", 200, "plain");
 	assert_int_equal(origin_connection_count(og), 3);
 	assert_origin_clean(og);
 	proxy_stop(&px);
@@ -79,8 +62,8 @@ http10_response_is_not_reused(void)
 	struct origin *og = origin_start(handle, NULL);
 
 	proxy_start(&px, NULL);
-	get_expect(px.port, og, "/http10/1", "http10");
-	get_expect(px.port, og, "/http10/2", "http10");
+	expect_get(px.port, og, "/http10/1", 200, "http10");
+	expect_get(px.port, og, "/http10/2", 200, "http10");
 	assert_int_equal(origin_connection_count(og), 2);
 	if (!origin_wait_peer_closed(og, 2, 3000))
 		fail_msg("the proxy kept %u of 2 HTTP/1.0 upstream connections open",
@@ -95,9 +78,9 @@ http10_keepalive_response_is_reused(void)
 	struct origin *og = origin_start(handle, NULL);
 
 	proxy_start(&px, NULL);
-	get_expect(px.port, og, "/http10ka/1", "http10");
-	get_expect(px.port, og, "/http10ka/2", "http10");
-	get_expect(px.port, og, "/http10ka/3", "http10");
+	expect_get(px.port, og, "/http10ka/1", 200, "http10");
+	expect_get(px.port, og, "/http10ka/2", 200, "http10");
+	expect_get(px.port, og, "/http10ka/3", 200, "http10");
 	assert_int_equal(origin_connection_count(og), 1);
 	assert_origin_clean(og);
 	proxy_stop(&px);
@@ -108,24 +91,18 @@ close_delimited_is_not_reused(void)
 {
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	struct response r;
-	char url[128];
 
 	proxy_start(&px, NULL);
 	for (int i = 0; i < 2; i++) {
 		client_open(&c, px.port);
-		client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-		             origin_url(og, "/eof", url, sizeof(url)), origin_port(og));
-		read_response_ok(&c, &r, 0);
-		assert_status(&r, 200);
-		assert_body(&r, "until the end");
-		response_free(&r);
+		send_get(&c, og, "/eof");
+		expect_response(&c, 200, "until the end");
 		/* The body's end is the connection's end, for the client too. */
 		assert_client_eof(&c, 3000);
 		client_close(&c);
 	}
 	assert_int_equal(origin_connection_count(og), 2);
-	get_expect(px.port, og, "/plain", "plain");
+	expect_get(px.port, og, "/plain", 200, "plain");
 	assert_int_equal(origin_connection_count(og), 3);
 	assert_origin_clean(og);
 	proxy_stop(&px);

@@ -46,17 +46,6 @@ add_request(char *buf, size_t size, const char *method, struct origin *og, const
 }
 
 static void
-expect_text(struct client *c, const char *body)
-{
-	struct response r;
-
-	read_response_ok(c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, body);
-	response_free(&r);
-}
-
-static void
 three_gets_in_one_send(void)
 {
 	struct origin *og = origin_start(handle, NULL);
@@ -69,14 +58,14 @@ three_gets_in_one_send(void)
 	add_request(req, sizeof(req), "GET", og, "/p/c", NULL);
 	client_open(&c, px.port);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "body a");
-	expect_text(&c, "body b");
-	expect_text(&c, "body c");
+	expect_response(&c, 200, "body a");
+	expect_response(&c, 200, "body b");
+	expect_response(&c, 200, "body c");
 	/* The connection is still good for more. */
 	req[0] = '\0';
 	add_request(req, sizeof(req), "GET", og, "/p/d", NULL);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "body d");
+	expect_response(&c, 200, "body d");
 	client_close(&c);
 	assert_int_equal(origin_request_count(og), 4);
 	assert_origin_clean(og);
@@ -98,14 +87,14 @@ slow_first_response_keeps_order(void)
 	add_request(req, sizeof(req), "GET", og, "/p/d", NULL);
 	client_open(&c, px.port);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "slow");
-	expect_text(&c, "body b");
+	expect_response(&c, 200, "slow");
+	expect_response(&c, 200, "body b");
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_int_equal(r.body.len, BIG_LEN);
 	assert_true(r.body.pattern_ok);
 	response_free(&r);
-	expect_text(&c, "body d");
+	expect_response(&c, 200, "body d");
 	client_close(&c);
 	assert_origin_clean(og);
 	proxy_stop(&px);
@@ -124,9 +113,9 @@ last_pipelined_request_closes(void)
 	add_request(req, sizeof(req), "GET", og, "/p/3", "Connection: close\r\n");
 	client_open(&c, px.port);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "body 1");
-	expect_text(&c, "body 2");
-	expect_text(&c, "body 3");
+	expect_response(&c, 200, "body 1");
+	expect_response(&c, 200, "body 2");
+	expect_response(&c, 200, "body 3");
 	assert_client_eof(&c, 3000);
 	client_close(&c);
 	/* The client's close is not the origin's business. */
@@ -152,13 +141,13 @@ pipelined_bodies_and_head(void)
 	add_request(req, sizeof(req), "GET", og, "/p/z", NULL);
 	client_open(&c, px.port);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "body x hello");
+	expect_response(&c, 200, "body x hello");
 	read_response_ok(&c, &r, RESP_HEAD);
 	assert_status(&r, 200);
 	assert_int_equal(r.body.len, 0);
 	response_free(&r);
-	expect_text(&c, "body y abcdefg");
-	expect_text(&c, "body z");
+	expect_response(&c, 200, "body y abcdefg");
+	expect_response(&c, 200, "body z");
 	client_close(&c);
 	assert_int_equal(origin_request_count(og), 4);
 	assert_origin_clean(og);
@@ -181,10 +170,10 @@ pipelined_to_two_origins(void)
 	add_request(req, sizeof(req), "GET", b, "/p/d", NULL);
 	client_open(&c, px.port);
 	assert_int_equal(client_send(&c, req, strlen(req)), 0);
-	expect_text(&c, "slow");
-	expect_text(&c, "body b");
-	expect_text(&c, "body c");
-	expect_text(&c, "body d");
+	expect_response(&c, 200, "slow");
+	expect_response(&c, 200, "body b");
+	expect_response(&c, 200, "body c");
+	expect_response(&c, 200, "body d");
 	client_close(&c);
 	assert_int_equal(origin_request_count(a), 2);
 	assert_int_equal(origin_request_count(b), 2);

@@ -1,6 +1,7 @@
 /*
  * Pool limits: -t (idle timeout of pooled connections), -m (idle
- * connections kept per host:port) and -M (idle connections kept in all).
+ * connections kept per host:port) and -M (idle connections kept in all;
+ * the oldest go first).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,24 +14,43 @@ static struct proxy px;
 static void
 handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 {
+	char body[160];
+
 	(void)arg;
 	if (strcmp(req->head.target, "/slow") == 0) {
 		origin_pause(c, 300);
 		origin_reply(c, 200, NULL, "slow");
 	} else {
-		origin_reply(c, 200, NULL, "ok");
+		snprintf(body, sizeof(body), "ok %s", req->head.target);
+		origin_reply(c, 200, NULL, body);
 	}
 }
 
-static void
-get_ok(struct origin *og, const char *path)
-{
-	struct response r;
-	char url[128];
+enum upstream_conn {
+	NEW,      /* the first request on its upstream connection */
+	POOLED,   /* on a connection that served before and waited in the pool */
+};
 
-	fetch(px.port, "GET", origin_url(og, path, url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	response_free(&r);
+/*
+ * A GET of path on og from a new client connection: its own answer comes
+ * back, and the origin saw it on the kind of connection the limits call
+ * for.
+ */
+static void
+get_ok(struct origin *og, const char *path, enum upstream_conn on)
+{
+	const struct origin_request *q;
+	char body[160];
+
+	snprintf(body, sizeof(body), "ok %s", path);
+	expect_get(px.port, og, path, 200, body);
+	q = origin_last_request(og);
+	assert_string_equal(q->head.target, path);
+	if ((on == POOLED) != (q->seq > 1))
+		fail_msg("GET %s went on %s upstream connection (request %u on the origin's "
+		         "connection %u), expected %s one",
+		         path, q->seq > 1 ? "a pooled" : "a new", q->seq, q->conn_no,
+		         on == POOLED ? "a pooled" : "a new");
 }
 
 static void
@@ -41,7 +61,7 @@ idle_timeout_closes_pooled_connection(void)
 	double t0, took;
 
 	proxy_start(&px, args);
-	get_ok(og, "/a");
+	get_ok(og, "/a", NEW);
 	t0 = now_s();
 	sleep_ms(400);
 	assert_int_equal(origin_peer_closed_count(og), 0); /* still pooled */
@@ -50,7 +70,7 @@ idle_timeout_closes_pooled_connection(void)
 	took = now_s() - t0;
 	if (took < 0.8)
 		fail_msg("the idle upstream connection was closed after %.2f s with -t 1", took);
-	get_ok(og, "/b");
+	get_ok(og, "/b", NEW);
 	assert_int_equal(origin_connection_count(og), 2);
 	assert_origin_clean(og);
 	proxy_stop(&px);
@@ -62,22 +82,15 @@ max_idle_per_host(void)
 	static const char *const args[] = {"-m", "1", NULL};
 	struct origin *og = origin_start(handle, NULL);
 	struct client c[3];
-	char url[128];
 
 	proxy_start(&px, args);
 	/* Three requests at once need three upstream connections. */
 	for (int i = 0; i < 3; i++) {
 		client_open(&c[i], px.port);
-		client_sendf(&c[i], "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-		             origin_url(og, "/slow", url, sizeof(url)), origin_port(og));
+		send_get(&c[i], og, "/slow");
 	}
 	for (int i = 0; i < 3; i++) {
-		struct response r;
-
-		read_response_ok(&c[i], &r, 0);
-		assert_status(&r, 200);
-		assert_body(&r, "slow");
-		response_free(&r);
+		expect_response(&c[i], 200, "slow");
 		client_close(&c[i]);
 	}
 	assert_int_equal(origin_connection_count(og), 3);
@@ -88,7 +101,7 @@ max_idle_per_host(void)
 	sleep_ms(200);
 	assert_int_equal(origin_peer_closed_count(og), 2);
 	/* And the one kept is used. */
-	get_ok(og, "/after");
+	get_ok(og, "/after", POOLED);
 	assert_int_equal(origin_connection_count(og), 3);
 	assert_origin_clean(og);
 	proxy_stop(&px);
@@ -100,12 +113,11 @@ max_idle_total(void)
 	static const char *const args[] = {"-M", "1", NULL};
 	struct origin *a = origin_start(handle, NULL);
 	struct origin *b = origin_start(handle, NULL);
-	struct origin *kept;
 	double deadline;
 
 	proxy_start(&px, args);
-	get_ok(a, "/a");
-	get_ok(b, "/b");
+	get_ok(a, "/a", NEW);
+	get_ok(b, "/b", NEW);
 	/* Two idle connections, room for one: one of them goes. */
 	deadline = now_s() + 3.0;
 	while (origin_peer_closed_count(a) + origin_peer_closed_count(b) < 1 && now_s() < deadline)
@@ -114,9 +126,10 @@ max_idle_total(void)
 	if (origin_peer_closed_count(a) + origin_peer_closed_count(b) != 1)
 		fail_msg("with -M 1 and two idle upstream connections, %u were closed",
 		         origin_peer_closed_count(a) + origin_peer_closed_count(b));
-	kept = origin_peer_closed_count(a) ? b : a;
-	get_ok(kept, "/again");
-	assert_int_equal(origin_connection_count(kept), 1);
+	/* The oldest goes: the one to b, idle since later, stays and is used. */
+	get_ok(b, "/again", POOLED);
+	assert_int_equal(origin_peer_closed_count(a), 1);
+	assert_int_equal(origin_connection_count(b), 1);
 	assert_origin_clean(a);
 	assert_origin_clean(b);
 	proxy_stop(&px);

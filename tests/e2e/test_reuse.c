@@ -80,23 +80,19 @@ static void
 fifty_clients_share_one_upstream(void)
 {
 	struct origin *og = origin_start(handle, NULL);
-	int op = origin_port(og);
 
 	proxy_start(&px, NULL);
 	for (int i = 0; i < 50; i++) {
 		struct client c;
 		struct response r;
-		char want[64];
+		char want[64], path[32];
 
 		client_open(&c, px.port);
 		/* Half of the clients announce that they close; it must not matter upstream. */
-		client_sendf(&c,
-		             "GET http://127.0.0.1:%d/item/%d HTTP/1.1\r\n"
-		             "Host: 127.0.0.1:%d\r\n"
-		             "User-Agent: kp-e2e\r\n"
-		             "%s"
-		             "\r\n",
-		             op, i, op, i % 2 ? "Connection: close\r\n" : "");
+		snprintf(path, sizeof(path), "/item/%d", i);
+		send_request(&c, "GET", og, path, "HTTP/1.1",
+		             i % 2 ? "User-Agent: kp-e2e\r\nConnection: close\r\n"
+		                   : "User-Agent: kp-e2e\r\n");
 		read_response_ok(&c, &r, 0);
 		assert_status(&r, 200);
 		snprintf(want, sizeof(want), "item %d", i);
@@ -127,16 +123,11 @@ pool_is_keyed_by_host_and_port(void)
 
 	proxy_start(&px, NULL);
 	for (int i = 0; i < 10; i++) {
-		struct response r;
-		char url[128], want[64];
-		struct origin *o = i % 2 ? b : a;
+		char path[64], want[64];
 
 		snprintf(want, sizeof(want), "item %d", i);
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d/item/%d", origin_port(o), i);
-		fetch(px.port, "GET", url, &r);
-		assert_status(&r, 200);
-		assert_body(&r, want);
-		response_free(&r);
+		snprintf(path, sizeof(path), "/item/%d", i);
+		expect_get(px.port, i % 2 ? b : a, path, 200, want);
 	}
 	assert_int_equal(origin_request_count(a), 5);
 	assert_int_equal(origin_request_count(b), 5);
@@ -151,21 +142,16 @@ static void
 http10_client_with_keepalive(void)
 {
 	struct origin *og = origin_start(handle, NULL);
-	int op = origin_port(og);
 	struct client c;
 	struct response r;
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
 	for (int i = 0; i < 2; i++) {
-		char want[64];
+		char want[64], path[32];
 
-		client_sendf(&c,
-		             "GET http://127.0.0.1:%d/item/%d HTTP/1.0\r\n"
-		             "Host: 127.0.0.1:%d\r\n"
-		             "Connection: keep-alive\r\n"
-		             "\r\n",
-		             op, i, op);
+		snprintf(path, sizeof(path), "/item/%d", i);
+		send_request(&c, "GET", og, path, "HTTP/1.0", "Connection: keep-alive\r\n");
 		read_response_ok(&c, &r, 0);
 		assert_status(&r, 200);
 		snprintf(want, sizeof(want), "item %d", i);
@@ -181,12 +167,8 @@ http10_client_with_keepalive(void)
 		response_free(&r);
 	}
 	/* Without keep-alive, HTTP/1.0 means one request per connection. */
-	client_sendf(&c, "GET http://127.0.0.1:%d/item/last HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             op, op);
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "item last");
-	response_free(&r);
+	send_request(&c, "GET", og, "/item/last", "HTTP/1.0", NULL);
+	expect_response(&c, 200, "item last");
 	assert_client_eof(&c, 3000);
 	client_close(&c);
 
@@ -202,7 +184,6 @@ request_rewritten_for_origin(void)
 	struct origin *og = origin_start(handle, NULL);
 	int op = origin_port(og);
 	struct client c;
-	struct response r;
 	char want_host[64], via[512];
 	const struct origin_request *q;
 	static const char *const skip[] = {"Host", "Connection", "Via", NULL};
@@ -242,9 +223,7 @@ request_rewritten_for_origin(void)
 	             "X-Spaces: a  b\tc\r\n"
 	             "\r\n",
 	             op);
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_response(&c, 200, NULL);
 
 	q = origin_last_request(og);
 	assert_string_equal(q->head.method, "GET");
@@ -276,9 +255,7 @@ request_rewritten_for_origin(void)
 
 	/* An absolute URI without a path asks for "/". */
 	client_sendf(&c, "GET http://127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", op, op);
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	response_free(&r);
+	expect_response(&c, 200, NULL);
 	assert_string_equal(origin_last_request(og)->head.target, "/");
 	client_close(&c);
 
@@ -293,7 +270,7 @@ response_hop_by_hop_removed(void)
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
 	struct response r;
-	char url[128], via[256];
+	char via[256];
 	static const char *const skip[] = {"Connection", "Keep-Alive", "Via", "Content-Length",
 	                                   NULL};
 	static const char *const want[][2] = {
@@ -305,10 +282,8 @@ response_hop_by_hop_removed(void)
 
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	origin_url(og, "/hop", url, sizeof(url));
 	for (int round = 0; round < 2; round++) {
-		client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", url,
-		             origin_port(og));
+		send_get(&c, og, "/hop");
 		read_response_ok(&c, &r, 0);
 		assert_status(&r, 200);
 		assert_body(&r, "ok");

@@ -37,18 +37,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 }
 
 static void
-get_small(struct origin *og)
-{
-	struct response r;
-	char url[128];
-
-	fetch(px.port, "GET", origin_url(og, "/small", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	assert_body(&r, "small");
-	response_free(&r);
-}
-
-static void
 sigterm_exits_promptly(void)
 {
 	double took;
@@ -76,15 +64,14 @@ sigterm_with_connections_open(void)
 	static const char *const args[] = {"--grace", "1", NULL};
 	struct origin *og = origin_start(handle, NULL);
 	struct client idle, waiting;
-	char url[128];
 	double took;
 
 	proxy_start(&px, args);
-	get_small(og);                  /* leaves a pooled upstream connection */
+	/* Leaves a pooled upstream connection. */
+	expect_get(px.port, og, "/small", 200, "small");
 	client_open(&idle, px.port);    /* a client connection with no request */
 	client_open(&waiting, px.port); /* a request the origin never answers */
-	client_sendf(&waiting, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/silent", url, sizeof(url)), origin_port(og));
+	send_get(&waiting, og, "/silent");
 	assert_true(origin_wait_requests(og, 2, 3000));
 	took = proxy_stop_with(&px, SIGTERM);
 	if (took > 3.0)
@@ -100,14 +87,12 @@ sigterm_lets_responses_finish(void)
 	struct origin *og = origin_start(handle, NULL);
 	struct client c, idle;
 	struct response r;
-	char url[128];
 	double took;
 
 	proxy_start(&px, NULL);
 	client_open(&idle, px.port);
 	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-	             origin_url(og, "/slow", url, sizeof(url)));
+	send_get(&c, og, "/slow");
 	assert_true(origin_wait_requests(og, 1, 3000));
 	kill(px.pid, SIGTERM);
 	/* The idle client is let go at once; no new client gets in. */
@@ -139,12 +124,10 @@ static void
 stop_with_a_silent_request(const char *const args[], struct client *c)
 {
 	struct origin *og = origin_start(handle, NULL);
-	char url[128];
 
 	proxy_start(&px, args);
 	client_open(c, px.port);
-	client_sendf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n",
-	             origin_url(og, "/silent", url, sizeof(url)));
+	send_get(c, og, "/silent");
 	assert_true(origin_wait_requests(og, 1, 3000));
 	kill(px.pid, SIGTERM);
 }
@@ -184,7 +167,6 @@ static void
 client_gone_mid_response(void)
 {
 	struct origin *og = origin_start(handle, NULL);
-	char url[128];
 
 	proxy_start(&px, NULL);
 	for (int round = 0; round < 4; round++) {
@@ -193,8 +175,7 @@ client_gone_mid_response(void)
 		size_t got = 0;
 
 		client_open(&c, px.port);
-		client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-		             origin_url(og, "/huge", url, sizeof(url)), origin_port(og));
+		send_get(&c, og, "/huge");
 		/* Take a little of the response, then vanish while the proxy is still writing. */
 		while (got < 256 * 1024) {
 			ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
@@ -209,7 +190,7 @@ client_gone_mid_response(void)
 			client_close(&c); /* orderly close; the proxy's writes then fail */
 		sleep_ms(200);
 		proxy_assert_alive(&px);
-		get_small(og);
+		expect_get(px.port, og, "/small", 200, "small");
 	}
 	proxy_stop(&px);
 }
@@ -218,15 +199,13 @@ static void
 client_gone_before_response(void)
 {
 	struct origin *og = origin_start(handle, NULL);
-	char url[128];
 
 	proxy_start(&px, NULL);
 	for (int round = 0; round < 2; round++) {
 		struct client c;
 
 		client_open(&c, px.port);
-		client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-		             origin_url(og, "/slow", url, sizeof(url)), origin_port(og));
+		send_get(&c, og, "/slow");
 		assert_true(origin_wait_requests(og, (unsigned)(2 * round + 1), 3000));
 		if (round)
 			client_abort(&c);
@@ -234,7 +213,7 @@ client_gone_before_response(void)
 			client_close(&c);
 		sleep_ms(700); /* the origin answers meanwhile */
 		proxy_assert_alive(&px);
-		get_small(og);
+		expect_get(px.port, og, "/small", 200, "small");
 	}
 	assert_origin_clean(og);
 	proxy_stop(&px);

@@ -1,6 +1,7 @@
 /*
  * Response bodies on the splice path, compared with the copy path
- * (--no-splice) and with small pipes (--pipe-size 65536): Content-Length,
+ * (--no-splice) and with small pipes (--pipe-size 65536), the daemon's
+ * counters showing which path the bytes took: Content-Length,
  * chunked (odd chunk sizes, extensions, trailers: passed on byte for byte to
  * HTTP/1.1, de-chunked for HTTP/1.0) and close-delimited bodies arrive intact
  * and the upstream connection is reused after a complete one; bodies of many
@@ -25,20 +26,29 @@
 #define CHUNK_ROUNDS 12
 #define EVEN_CHUNKED (1024u * 1024u + 17u)
 
+/*
+ * Body bytes that may be read into a buffer together with the response head
+ * and stay off the splice path: splicing starts once that buffer is empty.
+ * A few buffers' worth at most; generously bounded.
+ */
+#define WITH_HEAD_MAX (1024u * 1024u)
+
 struct config {
 	const char *name;
 	const char *args[4];
+	bool splices; /* bodies go through pipes */
 };
 
 static const struct config configs[] = {
-	{"splice (default)", {NULL}},
-	{"--no-splice", {"--no-splice", NULL}},
-	{"--pipe-size 65536", {"--pipe-size", "65536", NULL}},
+	{"splice (default)", {NULL}, true},
+	{"--no-splice", {"--no-splice", NULL}, false},
+	{"--pipe-size 65536", {"--pipe-size", "65536", NULL}, true},
 };
 
 #define NCONFIGS (sizeof(configs) / sizeof(configs[0]))
 
 static struct proxy px;
+static int stats_port;
 
 /* ---- The chunked stream: built once, sent by the origin, expected at the client ---- */
 
@@ -179,29 +189,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 /* ---- Client side ---- */
 
 static void
-send_get(struct client *c, struct origin *og, const char *path)
-{
-	char url[128];
-
-	client_sendf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, path, url, sizeof(url)), origin_port(og));
-}
-
-static void
-expect_small(struct client *c, struct origin *og, const char *path)
-{
-	struct response r;
-	char want[128];
-
-	send_get(c, og, path);
-	read_response_ok(c, &r, 0);
-	assert_status(&r, 200);
-	snprintf(want, sizeof(want), "small %s", path);
-	assert_body(&r, want);
-	response_free(&r);
-}
-
-static void
 expect_pattern_body(const struct config *cfg, const struct response *r, uint64_t len,
                     const char *what)
 {
@@ -217,17 +204,70 @@ expect_pattern_body(const struct config *cfg, const struct response *r, uint64_t
 		         (unsigned long long)r->body.len, (unsigned long long)len, state);
 }
 
-/* Starts the origin and the proxy for one configuration. */
+/* Starts the origin and the proxy, with a stats page, for one configuration. */
 static struct origin *
 start(const struct config *cfg)
 {
+	static char listen[64];
+	const char *args[8] = {"--stats-listen", listen};
 	struct origin *og;
 
+	for (size_t i = 0; cfg->args[i]; i++)
+		args[2 + i] = cfg->args[i];
+	stats_port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
 	print_message("[%s]\n", cfg->name);
 	memset(&og_state, 0, sizeof(og_state));
 	og = origin_start(handle, NULL);
-	proxy_start(&px, cfg->args);
+	proxy_start(&px, args);
 	return og;
+}
+
+/* What the proxy has moved so far, and what the origin has sent. */
+struct moved {
+	double spliced, copied;
+	uint64_t sent;
+};
+
+static void
+moved_now(struct origin *og, struct moved *m)
+{
+	int status;
+	const char *text = stats_page(stats_port, "/metrics", &status);
+
+	assert_int_equal(status, 200);
+	m->spliced = metric_value(text, "keepalive_proxy_bytes_spliced_total");
+	m->copied = metric_value(text, "keepalive_proxy_bytes_copied_total");
+	m->sent = origin_bytes_sent(og);
+}
+
+/*
+ * A body of len bytes went the configuration's way since before. With
+ * splice, all of it but what came into the buffer with the head went
+ * through a pipe, and nothing was copied; without, every byte the origin
+ * sent (head and body) was copied, and nothing spliced.
+ */
+static void
+expect_moved(const struct config *cfg, struct origin *og, const struct moved *before,
+             uint64_t len, const char *what)
+{
+	struct moved after;
+	double spliced, copied;
+
+	moved_now(og, &after);
+	spliced = after.spliced - before->spliced;
+	copied = after.copied - before->copied;
+	print_message("[%s] %s: %.0f bytes spliced, %.0f copied\n", cfg->name, what, spliced,
+	              copied);
+	if (cfg->splices ? spliced > (double)len || spliced < (double)(len - WITH_HEAD_MAX) ||
+	                           copied != 0
+	                 : spliced != 0 || copied != (double)(after.sent - before->sent))
+		fail_msg("[%s] %s (%llu bytes, the origin sent %llu): %.0f bytes spliced, %.0f "
+		         "copied; expected %s",
+		         cfg->name, what, (unsigned long long)len,
+		         (unsigned long long)(after.sent - before->sent), spliced, copied,
+		         cfg->splices ? "all but what came with the head spliced, none copied"
+		                      : "all copied, none spliced");
 }
 
 static void
@@ -246,8 +286,10 @@ content_length_body(void)
 		struct origin *og = start(cfg);
 		struct client c;
 		struct response r;
+		struct moved before;
 		double t0 = now_s();
 
+		moved_now(og, &before);
 		client_open(&c, px.port);
 		send_get(&c, og, "/cl");
 		read_response_ok(&c, &r, 0);
@@ -255,9 +297,11 @@ content_length_body(void)
 		assert_int_equal(r.framing, FRAMING_LENGTH);
 		expect_pattern_body(cfg, &r, CL_BODY, "48 MiB Content-Length body");
 		response_free(&r);
+		expect_moved(cfg, og, &before, CL_BODY, "48 MiB Content-Length body");
 		print_message("[%s] 48 MiB in %.2f s\n", cfg->name, now_s() - t0);
 		/* The same client connection, the same upstream connection. */
-		expect_small(&c, og, "/next");
+		send_get(&c, og, "/next");
+		expect_response(&c, 200, "small /next");
 		client_close(&c);
 		assert_int_equal(origin_connection_count(og), 1);
 		finish(og);
@@ -332,7 +376,8 @@ chunked_body(void)
 		}
 		body_free(&raw);
 		/* Nothing beyond the message; the next response follows on the same connections. */
-		expect_small(&c, og, "/after-chunked");
+		send_get(&c, og, "/after-chunked");
+		expect_response(&c, 200, "small /after-chunked");
 		/* And once more, parsed. */
 		send_get(&c, og, "/chunked");
 		read_response_ok(&c, &r, 0);
@@ -341,7 +386,8 @@ chunked_body(void)
 		expect_pattern_body(cfg, &r, chunked_payload, "chunked body");
 		assert_non_null(headers_get(&r.trailers, "X-Checksum"));
 		response_free(&r);
-		expect_small(&c, og, "/after-chunked-2");
+		send_get(&c, og, "/after-chunked-2");
+		expect_response(&c, 200, "small /after-chunked-2");
 		client_close(&c);
 		assert_int_equal(origin_connection_count(og), 1);
 		finish(og);
@@ -354,11 +400,10 @@ get_dechunked(struct origin *og, const char *path, const struct config *cfg, uin
 {
 	struct client c;
 	struct response r;
-	char url[128], what[128];
+	char what[128];
 
 	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.0\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, path, url, sizeof(url)), origin_port(og));
+	send_request(&c, "GET", og, path, "HTTP/1.0", NULL);
 	read_response_ok(&c, &r, 0);
 	assert_status(&r, 200);
 	assert_null(resp_header(&r, "Transfer-Encoding"));
@@ -395,7 +440,9 @@ close_delimited_body(void)
 		struct origin *og = start(cfg);
 		struct client c;
 		struct response r;
+		struct moved before;
 
+		moved_now(og, &before);
 		client_open(&c, px.port);
 		send_get(&c, og, "/eof");
 		read_response_ok(&c, &r, 0);
@@ -405,8 +452,10 @@ close_delimited_body(void)
 		response_free(&r);
 		assert_client_eof(&c, 3000);
 		client_close(&c);
+		expect_moved(cfg, og, &before, EOF_BODY, "close-delimited body");
 		client_open(&c, px.port);
-		expect_small(&c, og, "/after-eof");
+		send_get(&c, og, "/after-eof");
+		expect_response(&c, 200, "small /after-eof");
 		client_close(&c);
 		assert_int_equal(origin_connection_count(og), 2);
 		finish(og);
@@ -492,7 +541,8 @@ client_leaves_mid_body(void)
 		              "by the origin\n",
 		              cfg->name, now_s() - t0, (unsigned long long)origin_bytes_sent(og));
 		client_open(&c, px.port);
-		expect_small(&c, og, "/after-abort");
+		send_get(&c, og, "/after-abort");
+		expect_response(&c, 200, "small /after-abort");
 		client_close(&c);
 		finish(og);
 	}
@@ -534,7 +584,8 @@ origin_resets_mid_body(void)
 		response_free(&r);
 		client_close(&c);
 		client_open(&c, px.port);
-		expect_small(&c, og, "/after-reset");
+		send_get(&c, og, "/after-reset");
+		expect_response(&c, 200, "small /after-reset");
 		client_close(&c);
 		finish(og);
 	}

@@ -75,19 +75,6 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 }
 
 static void
-get_ok(struct origin *og, const char *path)
-{
-	struct response r;
-	char url[128], want[128];
-
-	fetch(px.port, "GET", origin_url(og, path, url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	snprintf(want, sizeof(want), "body of %s", path);
-	assert_body(&r, want);
-	response_free(&r);
-}
-
-static void
 idle_close_by_origin_is_noticed(void)
 {
 	static enum stale_mode mode = CLOSE_WHEN_IDLE;
@@ -95,10 +82,11 @@ idle_close_by_origin_is_noticed(void)
 
 	proxy_start(&px, NULL);
 	for (unsigned i = 1; i <= 5; i++) {
-		char path[32];
+		char path[32], body[48];
 
 		snprintf(path, sizeof(path), "/round/%u", i);
-		get_ok(og, path);
+		snprintf(body, sizeof(body), "body of %s", path);
+		expect_get(px.port, og, path, 200, body);
 		/* Let the origin close the pooled connection while it is idle. */
 		sleep_ms(400);
 	}
@@ -119,10 +107,11 @@ close_right_after_response_races(void)
 	proxy_start(&px, NULL);
 	/* Back to back: the next request may meet the connection before its FIN is seen. */
 	for (unsigned i = 1; i <= 20; i++) {
-		char path[32];
+		char path[32], body[48];
 
 		snprintf(path, sizeof(path), "/race/%u", i);
-		get_ok(og, path);
+		snprintf(body, sizeof(body), "body of %s", path);
+		expect_get(px.port, og, path, 200, body);
 	}
 	for (unsigned i = 1; i <= 20; i++) {
 		char path[32];
@@ -144,9 +133,9 @@ idempotent_retried(enum stale_mode *mode)
 	char url[128];
 
 	proxy_start(&px, NULL);
-	get_ok(og, "/first");
+	expect_get(px.port, og, "/first", 200, "body of /first");
 	/* Reuses connection 1, which fails; retried on a new connection. */
-	get_ok(og, "/second");
+	expect_get(px.port, og, "/second", 200, "body of /second");
 	assert_int_equal(origin_count_requests(og, "GET", "/second"), 2);
 	assert_int_equal(origin_connection_count(og), 2);
 	/* Same for HEAD. */
@@ -183,16 +172,13 @@ post_not_retried(enum stale_mode *mode)
 	struct origin *og = origin_start(handle, mode);
 	struct client c;
 	struct response r;
-	char url[128];
 	double t0;
 
 	proxy_start(&px, NULL);
-	get_ok(og, "/warm");
+	expect_get(px.port, og, "/warm", 200, "body of /warm");
 	client_open(&c, px.port);
-	client_sendf(&c,
-	             "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 1000\r\n"
-	             "Content-Type: application/octet-stream\r\n\r\n",
-	             origin_url(og, "/submit", url, sizeof(url)), origin_port(og));
+	send_request(&c, "POST", og, "/submit", "HTTP/1.1",
+	             "Content-Length: 1000\r\nContent-Type: application/octet-stream\r\n");
 	client_send_pattern(&c, 1000);
 	t0 = now_s();
 	read_response_ok(&c, &r, 0);
@@ -210,7 +196,7 @@ post_not_retried(enum stale_mode *mode)
 		assert_true(q->body_complete);
 	}
 	/* And the proxy carries on. */
-	get_ok(og, "/after");
+	expect_get(px.port, og, "/after", 200, "body of /after");
 	assert_origin_clean(og);
 	proxy_stop(&px);
 }
@@ -236,15 +222,11 @@ retry_happens_only_once(void)
 {
 	static enum stale_mode mode = RESET_ALWAYS_AFTER_FIRST;
 	struct origin *og = origin_start(handle, &mode);
-	struct response r;
-	char url[128];
 
 	proxy_start(&px, NULL);
-	get_ok(og, "/first");
+	expect_get(px.port, og, "/first", 200, "body of /first");
 	/* Pooled connection resets, the retry's fresh connection resets too: give up. */
-	fetch(px.port, "GET", origin_url(og, "/doomed", url, sizeof(url)), &r);
-	assert_status(&r, 502);
-	response_free(&r);
+	expect_get(px.port, og, "/doomed", 502, NULL);
 	assert_int_equal(origin_count_requests(og, "GET", "/doomed"), 2);
 	assert_int_equal(origin_connection_count(og), 2);
 	assert_origin_clean(og);

@@ -33,8 +33,6 @@ idle_client_is_closed(void)
 	static const char *const args[] = {"--client-timeout", "1", NULL};
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
-	struct response r;
-	char url[128];
 	double t0;
 
 	proxy_start(&px, args);
@@ -48,11 +46,8 @@ idle_client_is_closed(void)
 
 	/* Idle after a request on a keep-alive connection. */
 	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/ok", url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	response_free(&r);
+	send_get(&c, og, "/ok");
+	expect_response(&c, 200, "ok");
 	t0 = now_s();
 	assert_client_eof(&c, 4000);
 	if (now_s() - t0 < 0.8)
@@ -68,14 +63,12 @@ stalled_origin_body_ends_exchange(void)
 	struct origin *og = origin_start(handle, NULL);
 	struct client c;
 	struct response r;
-	char url[128];
 	double t0;
 	int rc;
 
 	proxy_start(&px, args);
 	client_open(&c, px.port);
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/stall", url, sizeof(url)), origin_port(og));
+	send_get(&c, og, "/stall");
 	t0 = now_s();
 	rc = client_read_response(&c, &r, 0);
 	/* The client learns that the body is incomplete: the connection ends early. */
@@ -96,13 +89,7 @@ stalled_origin_body_ends_exchange(void)
 	/* The stalled upstream connection is closed, not pooled. */
 	if (!origin_wait_peer_closed(og, 1, 3000))
 		fail_msg("the stalled upstream connection was not closed");
-	{
-		struct response ok;
-
-		fetch(px.port, "GET", origin_url(og, "/ok", url, sizeof(url)), &ok);
-		assert_status(&ok, 200);
-		response_free(&ok);
-	}
+	expect_get(px.port, og, "/ok", 200, "ok");
 	proxy_stop(&px);
 }
 

@@ -183,14 +183,9 @@ static void
 assert_serves_get(void)
 {
 	struct origin *og = origin_start(http_handler, NULL);
-	struct response r;
-	char url[128];
 
 	proxy_assert_alive(&px);
-	fetch(px.port, "GET", origin_url(og, "/after", url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	assert_body(&r, "plain http");
-	response_free(&r);
+	expect_get(px.port, og, "/after", 200, "plain http");
 	origin_stop(og);
 }
 

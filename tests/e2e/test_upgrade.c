@@ -57,34 +57,10 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 	}
 }
 
-static void
-send_upgrade(struct client *c, struct origin *og, const char *path)
-{
-	char url[128];
-
-	client_sendf(c,
-	             "GET %s HTTP/1.1\r\n"
-	             "Host: 127.0.0.1:%d\r\n"
-	             "Connection: Upgrade\r\n"
-	             "Upgrade: websocket\r\n"
-	             "Sec-WebSocket-Key: " WS_KEY "\r\n"
-	             "Sec-WebSocket-Version: 13\r\n"
-	             "\r\n",
-	             origin_url(og, path, url, sizeof(url)), origin_port(og));
-}
-
-static void
-get_plain(struct origin *og, const char *path)
-{
-	struct response r;
-	char url[128], want[128];
-
-	fetch(px.port, "GET", origin_url(og, path, url, sizeof(url)), &r);
-	assert_status(&r, 200);
-	snprintf(want, sizeof(want), "plain %s", path);
-	assert_body(&r, want);
-	response_free(&r);
-}
+/* What a client adds to a GET to ask for a WebSocket. */
+#define UPGRADE_FIELDS                                                                             \
+	"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: " WS_KEY                  \
+	"\r\nSec-WebSocket-Version: 13\r\n"
 
 /* What the origin saw of the upgrade request. */
 static void
@@ -202,14 +178,14 @@ upgrade_then_raw_bytes(void)
 	og = origin_start(handle, NULL);
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_upgrade(&c, og, "/ws");
+	send_request(&c, "GET", og, "/ws", "HTTP/1.1", UPGRADE_FIELDS);
 	upgraded(&c);
 	assert_upgrade_forwarded(og);
 	bulk_then_end(&c);
 	client_close(&c);
 
 	/* The next request to the same origin needs a connection of its own. */
-	get_plain(og, "/after");
+	expect_get(px.port, og, "/after", 200, "plain /after");
 	q = origin_last_request(og);
 	assert_string_equal(q->head.target, "/after");
 	if (q->conn_no == ws.conn_no)
@@ -232,25 +208,16 @@ upgrade_on_reused_connection(void)
 	og = origin_start(handle, NULL);
 	proxy_start(&px, NULL);
 	/* A pooled connection first: the upgrade may take it. */
-	get_plain(og, "/before");
+	expect_get(px.port, og, "/before", 200, "plain /before");
 	client_open(&c, px.port);
-	send_upgrade(&c, og, "/ws");
+	send_request(&c, "GET", og, "/ws", "HTTP/1.1", UPGRADE_FIELDS);
 	upgraded(&c);
 	assert_upgrade_forwarded(og);
 
 	/* While the upgraded connection is in use, plain requests go elsewhere. */
 	client_open(&other, px.port);
-	client_sendf(&other,
-	             "GET http://127.0.0.1:%d/during HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_port(og), origin_port(og));
-	{
-		struct response r;
-
-		read_response_ok(&other, &r, 0);
-		assert_status(&r, 200);
-		assert_body(&r, "plain /during");
-		response_free(&r);
-	}
+	send_get(&other, og, "/during");
+	expect_response(&other, 200, "plain /during");
 	client_close(&other);
 	q = origin_last_request(og);
 	if (q->conn_no == ws.conn_no)
@@ -259,7 +226,7 @@ upgrade_on_reused_connection(void)
 	/* The tunnel still works (a misdirected request would have shown up in the echo). */
 	bulk_then_end(&c);
 	client_close(&c);
-	get_plain(og, "/after");
+	expect_get(px.port, og, "/after", 200, "plain /after");
 	q = origin_last_request(og);
 	assert_string_equal(q->head.target, "/after");
 	if (q->conn_no == ws.conn_no)
@@ -274,25 +241,16 @@ declined_upgrade_is_a_normal_response(void)
 {
 	struct origin *og;
 	struct client c;
-	struct response r;
-	char url[128];
 
 	start();
 	og = origin_start(handle, NULL);
 	proxy_start(&px, NULL);
 	client_open(&c, px.port);
-	send_upgrade(&c, og, "/ws-declined");
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "no upgrade here");
-	response_free(&r);
+	send_request(&c, "GET", og, "/ws-declined", "HTTP/1.1", UPGRADE_FIELDS);
+	expect_response(&c, 200, "no upgrade here");
 	/* Still HTTP on the same client connection. */
-	client_sendf(&c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-	             origin_url(og, "/next", url, sizeof(url)), origin_port(og));
-	read_response_ok(&c, &r, 0);
-	assert_status(&r, 200);
-	assert_body(&r, "plain /next");
-	response_free(&r);
+	send_get(&c, og, "/next");
+	expect_response(&c, 200, "plain /next");
 	client_close(&c);
 	assert_int_equal(origin_request_count(og), 2);
 	assert_origin_clean(og);

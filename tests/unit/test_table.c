@@ -81,14 +81,23 @@ addr(const char *text)
 	return a;
 }
 
+/*
+ * Orders the first n of in and compares them with want. The slots past n
+ * hold a filler that must stay as it was, and the count must not change.
+ */
 static void
 order_is(const char *const in[], const char *const want[], unsigned n)
 {
-	struct dns_addrs a = {.count = n};
+	struct dns_addrs a, filler;
 
+	memset(&filler, 0xa5, sizeof(filler));
+	a = filler;
+	a.count = n;
 	for (unsigned i = 0; i < n; i++)
 		a.addr[i] = addr(in[i]);
 	upstream_order_addrs(&a);
+	if (a.count != n)
+		fail_msg("%u addresses became %u", n, a.count);
 	for (unsigned i = 0; i < n; i++) {
 		union dns_addr w = addr(want[i]);
 
@@ -98,6 +107,9 @@ order_is(const char *const in[], const char *const want[], unsigned n)
 		             : memcmp(&a.addr[i].in.sin_addr, &w.in.sin_addr, 4)))
 			fail_msg("position %u: expected %s", i, want[i]);
 	}
+	for (unsigned i = n; i < DNS_MAX_ADDRS; i++)
+		if (memcmp(&a.addr[i], &filler.addr[i], sizeof(a.addr[i])) != 0)
+			fail_msg("ordering %u address(es) wrote to slot %u", n, i);
 }
 
 static void
@@ -121,7 +133,19 @@ one_family_keeps_the_resolver_order(void **state)
 	(void)state;
 	order_is(v4, v4, 3);
 	order_is(v6, v6, 2);
-	order_is(v4, v4, 0);
+}
+
+/* Nothing to order: no address stays none, and one stays itself, of either family. */
+static void
+empty_and_single_lists_stay_as_they_are(void **state)
+{
+	static const char *const v4[] = {"192.0.2.7"};
+	static const char *const v6[] = {"2001:db8::7"};
+
+	(void)state;
+	order_is(NULL, NULL, 0);
+	order_is(v4, v4, 1);
+	order_is(v6, v6, 1);
 }
 
 static void
@@ -142,6 +166,7 @@ main(void)
 		cmocka_unit_test(add_find_remove_across_growth),
 		cmocka_unit_test(families_alternate_ipv6_first),
 		cmocka_unit_test(one_family_keeps_the_resolver_order),
+		cmocka_unit_test(empty_and_single_lists_stay_as_they_are),
 		cmocka_unit_test(more_ipv6_than_ipv4),
 	};
 
