@@ -527,6 +527,19 @@ origin_bytes_sent(struct origin *o)
 	return atomic_load(&o->bytes_sent);
 }
 
+bool
+origin_wait_bytes_sent(struct origin *o, uint64_t n, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+
+	while (origin_bytes_sent(o) < n) {
+		if (now_s() >= deadline)
+			return false;
+		sleep_ms(5);
+	}
+	return true;
+}
+
 unsigned
 origin_peer_closed_count(struct origin *o)
 {

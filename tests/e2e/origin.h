@@ -82,6 +82,11 @@ unsigned origin_closed_count(struct origin *o);
 bool origin_wait_closed(struct origin *o, unsigned n, int timeout_ms);
 /* Bytes that send() accepted, over all connections and helpers. */
 uint64_t origin_bytes_sent(struct origin *o);
+/*
+ * Waits up to timeout_ms for the bytes sent to reach n: a send is counted
+ * after it returns, which may be after the client already read the bytes.
+ */
+bool origin_wait_bytes_sent(struct origin *o, uint64_t n, int timeout_ms);
 /* Requests recorded so far, in the order their bodies completed. */
 unsigned origin_request_count(struct origin *o);
 const struct origin_request *origin_request_at(struct origin *o, unsigned index);

@@ -141,6 +141,7 @@ copied_bytes_are_what_the_origin_sent(void)
 	assert_int_equal(status, 200);
 	copied = metric_value(text, "keepalive_proxy_bytes_copied_total");
 	spliced = metric_value(text, "keepalive_proxy_bytes_spliced_total");
+	origin_wait_bytes_sent(og, (uint64_t)copied, 2000);
 	if (copied != (double)origin_bytes_sent(og) || spliced != 0)
 		fail_msg("the origin sent %llu bytes; the proxy counted %g copied and %g spliced",
 		         (unsigned long long)origin_bytes_sent(og), copied, spliced);
