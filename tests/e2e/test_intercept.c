@@ -121,6 +121,7 @@ make_proxy_ca(struct world *w)
 /* What configure() writes nginx's config with. */
 static struct {
 	const char *keepalive;
+	int ws_origin_port;          /* 0: no /ws location */
 	char conf[300], errlog[300];
 } nginx_setup;
 
@@ -128,11 +129,21 @@ static void
 configure(void *arg)
 {
 	struct world *w = arg;
-	char crt[300], key[300], text[4096];
+	char crt[300], key[300], text[4096], ws[512] = "";
 
 	path_join(crt, sizeof(crt), w->dir, "origin.crt");
 	path_join(key, sizeof(key), w->dir, "origin.key");
 	w->port = free_port();
+	/* WebSockets passed on to the scripted origin, as nginx does it. */
+	if (nginx_setup.ws_origin_port)
+		snprintf(ws, sizeof(ws),
+		         "        location /ws {\n"
+		         "            proxy_pass http://127.0.0.1:%d;\n"
+		         "            proxy_http_version 1.1;\n"
+		         "            proxy_set_header Upgrade $http_upgrade;\n"
+		         "            proxy_set_header Connection \"upgrade\";\n"
+		         "        }\n",
+		         nginx_setup.ws_origin_port);
 	snprintf(text, sizeof(text),
 	         "pid %s/nginx.pid;\n"
 	         "error_log %s info;\n"
@@ -160,21 +171,23 @@ configure(void *arg)
 	         "        location /flaky/ {\n"
 	         "            if ($connection_requests = 2) { return 444; }\n"
 	         "        }\n"
+	         "%s"
 	         "    }\n"
 	         "}\n",
 	         w->dir, nginx_setup.errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir,
-	         nginx_setup.keepalive, w->port, crt, key, w->dir);
+	         nginx_setup.keepalive, w->port, crt, key, w->dir, ws);
 	write_text_file(nginx_setup.conf, text);
 }
 
 /* nginx on HTTPS; keepalive_timeout as given; gzip makes curl --compressed answers chunked. */
 static void
-nginx_start(struct world *w, const char *keepalive)
+nginx_start(struct world *w, const char *keepalive, int ws_origin_port)
 {
 	char out[300];
 	int *const ports[] = {&w->port};
 
 	nginx_setup.keepalive = keepalive;
+	nginx_setup.ws_origin_port = ws_origin_port;
 	path_join(nginx_setup.conf, sizeof(nginx_setup.conf), w->dir, "nginx.conf");
 	path_join(nginx_setup.errlog, sizeof(nginx_setup.errlog), w->dir, "error.log");
 	path_join(out, sizeof(out), w->dir, "nginx.out");
@@ -197,10 +210,11 @@ nginx_stop(void *arg)
 /*
  * Certificates, files and nginx; the proxy is each scenario's own. w must
  * outlive the scenario (nginx is stopped at teardown): the scenarios use
- * the file's one static world.
+ * the file's one static world. ws_origin_port: where /ws is passed on to
+ * as a WebSocket (0: nowhere).
  */
 static void
-world_make(struct world *w, const char *keepalive)
+world_make(struct world *w, const char *keepalive, int ws_origin_port)
 {
 	char www[300], file[300];
 
@@ -219,7 +233,7 @@ world_make(struct world *w, const char *keepalive)
 	write_pattern_file(file, BIG_LEN);
 	make_origin_certificates(w);
 	make_proxy_ca(w);
-	nginx_start(w, keepalive);
+	nginx_start(w, keepalive, ws_origin_port);
 	harness_defer(nginx_stop, w);
 }
 
@@ -380,7 +394,7 @@ static void
 begin(const char *keepalive, const char *const more[], const char *host, const char *path,
       char url[256], char body[300])
 {
-	world_make(&the_world, keepalive);
+	world_make(&the_world, keepalive, 0);
 	proxy_start_intercepting(&the_world, true, more);
 	url_of(url, 256, &the_world, host, path);
 	path_join(body, 300, the_world.dir, "body.out");
@@ -431,7 +445,7 @@ chunked_and_keep_alive_inside_one_client_connection(void)
 	char proxy[64], log[300], out1[300], out2[300];
 	unsigned lines;
 
-	world_make(&the_world, "60s");
+	world_make(&the_world, "60s", 0);
 	proxy_start_intercepting(&the_world, true, NULL);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
 	path_join(out1, sizeof(out1), the_world.dir, "one.out");
@@ -472,7 +486,7 @@ unlisted_host_is_tunnelled_untouched(void)
 	char url[256], body[300];
 	int status;
 
-	world_make(&the_world, "60s");
+	world_make(&the_world, "60s", 0);
 	/* Only 127.0.0.1 is listed here; "localhost" is not. */
 	{
 		char ports[16];
@@ -535,7 +549,7 @@ untrusted_origin_is_502(void)
 	unsigned lines;
 	int status;
 
-	world_make(&the_world, "60s");
+	world_make(&the_world, "60s", 0);
 	proxy_start_intercepting(&the_world, false, NULL);
 	url_of(url, sizeof(url), &the_world, "localhost", "/chunk.bin");
 	path_join(body, sizeof(body), the_world.dir, "body.out");
@@ -682,7 +696,7 @@ leaf_cache_is_bounded(void)
 	const char *line;
 	int status;
 
-	world_make(&the_world, "60s");
+	world_make(&the_world, "60s", 0);
 	proxy_start_intercepting(&the_world, true, more);
 	path_join(body, sizeof(body), the_world.dir, "leaf.out");
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -709,7 +723,7 @@ credentials_are_checked_before_interception(void)
 	const char *more[] = {"--auth-file", users, NULL};
 	int status;
 
-	world_make(&the_world, "60s");
+	world_make(&the_world, "60s", 0);
 	path_join(users, sizeof(users), the_world.dir, "users");
 	write_text_file(users, "alice:secret\n");
 	assert_int_equal(chmod(users, 0600), 0);
@@ -781,12 +795,6 @@ ca_key_readable_by_others_stops_start(void)
 #define WS_ACCEPT "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 #define WS_ECHO 6000u
 
-/* What ws_configure() writes nginx's config with. */
-static struct {
-	int origin_port;
-	char conf[300], errlog[300];
-} ws_setup;
-
 /*
  * 101 to an upgrade request, then every byte back. A request that lost its
  * Upgrade field on the way gets a plain 400, so the client sees why.
@@ -808,67 +816,6 @@ ws_origin(struct origin_conn *c, const struct origin_request *req, void *arg)
 	                "Sec-WebSocket-Accept: " WS_ACCEPT "\r\n"
 	                "\r\n");
 	origin_echo(c, 10000, NULL);
-}
-
-/* HTTPS in front of the scripted origin; /ws is proxied as nginx passes WebSockets on. */
-static void
-ws_configure(void *arg)
-{
-	struct world *w = arg;
-	char crt[300], key[300], text[4096];
-
-	path_join(crt, sizeof(crt), w->dir, "origin.crt");
-	path_join(key, sizeof(key), w->dir, "origin.key");
-	w->port = free_port();
-	snprintf(text, sizeof(text),
-	         "pid %s/nginx.pid;\n"
-	         "error_log %s info;\n"
-	         "events { worker_connections 256; }\n"
-	         "http {\n"
-	         "    access_log %s;\n"
-	         "    client_body_temp_path %s/tmp_body;\n"
-	         "    proxy_temp_path %s/tmp_proxy;\n"
-	         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
-	         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
-	         "    scgi_temp_path %s/tmp_scgi;\n"
-	         "    server {\n"
-	         "        listen 127.0.0.1:%d ssl;\n"
-	         "        ssl_certificate %s;\n"
-	         "        ssl_certificate_key %s;\n"
-	         "        location /ws {\n"
-	         "            proxy_pass http://127.0.0.1:%d;\n"
-	         "            proxy_http_version 1.1;\n"
-	         "            proxy_set_header Upgrade $http_upgrade;\n"
-	         "            proxy_set_header Connection \"upgrade\";\n"
-	         "        }\n"
-	         "    }\n"
-	         "}\n",
-	         w->dir, ws_setup.errlog, w->access_log, w->dir, w->dir, w->dir, w->dir, w->dir,
-	         w->port, crt, key, ws_setup.origin_port);
-	write_text_file(ws_setup.conf, text);
-}
-
-/* Certificates, the scripted origin and nginx in front of it. */
-static void
-ws_world_make(struct world *w, struct origin *og)
-{
-	char out[300];
-	int *const ports[] = {&w->port};
-
-	memset(w, 0, sizeof(*w));
-	snprintf(w->dir, sizeof(w->dir), "%s", harness_temp_dir());
-	path_join(w->origin_ca, sizeof(w->origin_ca), w->dir, "origin-ca.crt");
-	make_origin_certificates(w);
-	make_proxy_ca(w);
-	ws_setup.origin_port = origin_port(og);
-	path_join(ws_setup.conf, sizeof(ws_setup.conf), w->dir, "nginx.conf");
-	path_join(ws_setup.errlog, sizeof(ws_setup.errlog), w->dir, "error.log");
-	path_join(out, sizeof(out), w->dir, "nginx.out");
-	path_join(w->access_log, sizeof(w->access_log), w->dir, "access.log");
-	harness_watch_log(w->access_log, "nginx access log");
-	w->nginx = harness_start_nginx(w->dir, ws_setup.conf, ws_setup.errlog, out, ws_configure, w,
-	                               ports, 1);
-	harness_defer(nginx_stop, w);
 }
 
 /* The client's TLS inside its tunnel; freed at teardown. */
@@ -955,7 +902,7 @@ websocket_upgrade_passes_through_interception(void)
 	size_t head_len, have, n;
 	SSL *ssl;
 
-	ws_world_make(&the_world, og);
+	world_make(&the_world, "60s", origin_port(og));
 	proxy_start_intercepting(&the_world, true, NULL);
 	snprintf(authority, sizeof(authority), "localhost:%d", the_world.port);
 	open_tunnel(&c, px.port, authority);
