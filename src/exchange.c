@@ -460,7 +460,28 @@ source_event(struct source_reader *r, int revents)
 
 /* ---- requests ------------------------------------------------------------- */
 
-/* A connection that died before answering: replay on a fresh one, or 502. */
+/* The request goes out again, from its first byte, on whatever how finds. */
+static void
+redispatch(struct exchange *ex, enum dispatch_how how)
+{
+	struct source *dead = ex->src;
+	struct dispatch_target t;
+
+	ex->src = NULL;
+	ex->req = REQ_SENDING;
+	ex->req_head_sent = 0;
+	rearm(ex);
+	/* The new connect takes the dead one's place under the host's cap before it goes. */
+	t = dispatch_target_of(ex);
+	dispatch_request(ex->env->dispatch, &ex->waiter, &t, how);
+	dead->ops->close(dead);
+}
+
+/*
+ * A source that ended before answering. A held response goes to the
+ * origin instead, as if it had never been held; a pooled connection that
+ * died is replayed on a fresh one when that is safe; else 502.
+ */
 static void
 source_lost(struct exchange *ex, const char *why)
 {
@@ -473,8 +494,13 @@ source_lost(struct exchange *ex, const char *why)
 		.body_bytes_sent = ex->req_body_sent,
 		.retries = ex->retries,
 	};
-	struct dispatch_target t;
 
+	if (dead->held && !facts.response_started) {
+		log_debug("client fd %d: %s: the held response %s; asking the origin", ex->down->fd,
+		          ex->target.key, why);
+		redispatch(ex, ex->background ? DISPATCH_BACKGROUND : DISPATCH_ANY);
+		return;
+	}
 	if (!retry_allowed(&facts)) {
 		kp_stats.errors[KP_ERR_RESET]++;
 		ex->ops->reply(ex, 502, why, true);
@@ -483,20 +509,9 @@ source_lost(struct exchange *ex, const char *why)
 	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", ex->down->fd,
 	          ex->target.key, why);
 	kp_stats.upstream_retries++;
-	ex->src = NULL;
 	ex->retries++;
-	ex->req = REQ_SENDING;
-	ex->req_head_sent = 0;
-	rearm(ex);
-	/*
-	 * The new connect takes the dead one's place under the host's cap before
-	 * it goes. A background request connects for nothing: it waits again for
-	 * a connection nobody else wants.
-	 */
-	t = dispatch_target_of(ex);
-	dispatch_request(ex->env->dispatch, &ex->waiter, &t,
-	                 ex->background ? DISPATCH_BACKGROUND : DISPATCH_FRESH);
-	dead->ops->close(dead);
+	/* A background request connects for nothing: it waits again for a spare connection. */
+	redispatch(ex, ex->background ? DISPATCH_BACKGROUND : DISPATCH_FRESH);
 }
 
 /* Frames what the client has sent so far into req_pending. -1: the exchange ended. */
@@ -686,6 +701,8 @@ response_head(struct exchange *ex)
 		ex->ops->reply(ex, 502, "response head too large to forward", false);
 		return -1;
 	}
+	if (ex->ops->heard)
+		ex->ops->heard(ex);
 	consume_head(src, false);
 	framer_init(&ex->resp_body, plan.body, h->content_length);
 	ex->resp = RESP_BODY;

@@ -14,14 +14,24 @@
 static size_t
 held_for(const struct memsource *m)
 {
-	return m->store ? m->store->len - m->offset : 0;
+	size_t end;
+
+	if (!m->store)
+		return 0;
+	end = m->store->len < m->until ? m->store->len : m->until;
+	return end > m->offset ? end - m->offset : 0;
 }
 
 /* Would a read now return something other than "nothing yet"? */
 static bool
 reader_ready(const struct memsource *m)
 {
-	return held_for(m) > 0 || !m->store || m->store->state != MEMSTORE_OPEN;
+	if (!m->store || m->store->state != MEMSTORE_OPEN)
+		return true;
+	/* Unprepared: worth another try only once the store holds more than at the last. */
+	if (!m->prepared)
+		return m->store->len > m->tried_at;
+	return (m->prefix && buf_len(m->prefix)) || held_for(m) > 0 || m->offset == m->until;
 }
 
 /*
@@ -201,14 +211,45 @@ reader_of(struct conn *c)
 	return container_of(c, struct memsource, src.conn);
 }
 
+/* A slice's head, once the store holds enough to write it: 1 ready, 0 not yet, -1 never. */
+static int
+prepare(struct memsource *m)
+{
+	int r;
+
+	if (m->prepared)
+		return 1;
+	if (!m->store)
+		return -1;
+	r = m->prepare(m);
+	if (r > 0)
+		m->prepared = true;
+	else if (r == 0)
+		m->tried_at = m->store->len;
+	return r;
+}
+
 static ssize_t
 reader_recv(struct conn *c, void *p, size_t len)
 {
 	struct memsource *m = reader_of(c);
-	size_t n = held_for(m);
+	size_t n;
+	int ready = prepare(m);
 
+	if (ready <= 0) {
+		errno = ready < 0 || m->store->state != MEMSTORE_OPEN ? ECONNRESET : EAGAIN;
+		return -1;
+	}
+	if (m->prefix && buf_len(m->prefix)) {
+		n = buf_len(m->prefix) < len ? buf_len(m->prefix) : len;
+		memcpy(p, buf_head(m->prefix), n);
+		buf_consume(m->prefix, n);
+		return (ssize_t)n;
+	}
+	n = held_for(m);
 	if (n == 0) {
-		if (m->store && m->store->state == MEMSTORE_ENDED)
+		/* A slice ends where its window does, whatever the store holds beyond. */
+		if (m->store && (m->store->state == MEMSTORE_ENDED || m->offset == m->until))
 			return 0;
 		errno = !m->store || m->store->state == MEMSTORE_FAILED ? ECONNRESET : EAGAIN;
 		return -1;
@@ -284,6 +325,8 @@ memsource_close(struct memsource *m)
 	conn_close(&m->src.conn);
 	buf_put(m->src.in);
 	m->src.in = NULL;
+	buf_put(m->prefix);
+	m->prefix = NULL;
 	m->src.reader = NULL;
 	if (was_open && m->done)
 		m->done(m);
@@ -319,10 +362,14 @@ void
 memsource_open(struct memsource *m, struct memstore *s, size_t max_head)
 {
 	void (*done)(struct memsource *) = m->done;
+	void *owner = m->owner;
 
 	memset(m, 0, sizeof(*m));
 	m->done = done;
+	m->owner = owner;
 	m->store = s;
+	m->until = SIZE_MAX;
+	m->prepared = true;
 	m->next = s->readers;
 	if (s->readers)
 		s->readers->prev = m;
@@ -332,4 +379,14 @@ memsource_open(struct memsource *m, struct memstore *s, size_t max_head)
 	http_parser_start(&m->src.parser, &m->src.head);
 	m->src.keep_alive_hint = -1;
 	m->src.ops = &memsource_ops;
+}
+
+void
+memsource_open_slice(struct memsource *m, struct memstore *s, size_t max_head,
+                     int (*prepare_fn)(struct memsource *m))
+{
+	memsource_open(m, s, max_head);
+	m->prepare = prepare_fn;
+	m->prepared = false;
+	m->src.held = true;
 }

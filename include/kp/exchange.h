@@ -55,6 +55,12 @@ struct exchange_ops {
 	void (*tunnel_opened)(struct exchange *ex);
 	/* Nothing can move until an event: arm the watchers (exchange_watch() says which). */
 	void (*wait)(struct exchange *ex);
+	/*
+	 * A final response head is forwarded and its body follows: the owner
+	 * may look at it (src->head, its spans into src->in) and at req_head,
+	 * but must not act on this exchange. NULL: not wanted.
+	 */
+	void (*heard)(struct exchange *ex);
 };
 
 struct exchange {

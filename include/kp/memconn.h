@@ -52,22 +52,44 @@ void memstore_fail(struct memstore *s);
 /* Frees the bytes; open readers see a reset from now on. */
 void memstore_free(struct memstore *s);
 
-/* A reader: a source (source.h) whose end reads the store from its start. */
+/*
+ * A reader: a source (source.h) whose end reads the store, from its start
+ * or, as a slice, a window of it behind a head of the owner's making.
+ */
 struct memsource {
 	struct source src;             /* src.conn reads from the store; sends are discarded */
 	struct memstore *store;        /* NULL once closed */
-	size_t offset;                 /* next byte to read */
+	size_t offset;                 /* next byte of the store to read */
+	size_t until;                  /* the store's bytes up to here only; SIZE_MAX: all */
+	struct buf *prefix;            /* bytes served before the store's (a slice's head) */
+	/*
+	 * A slice is prepared once the store holds what the owner needs to
+	 * write its head: 1 prepared (prefix, offset and until set), 0 not
+	 * yet, -1 never (the reader fails with a reset). NULL: nothing to do.
+	 */
+	int (*prepare)(struct memsource *m);
+	bool prepared;
+	size_t tried_at;               /* the store's length when prepare last said "not yet" */
 	struct memsource *prev, *next; /* the store's readers */
 	/* Called once the exchange let go of it (released or closed); may be NULL. */
 	void (*done)(struct memsource *m);
+	void *owner;                   /* the owner's, for its hooks */
 };
 
 /*
  * Opens m on s at offset 0; responses heads of at most max_head bytes.
  * What was sent to it (the request an exchange writes first) is discarded:
- * the response was asked for when the store was filled.
+ * the response was asked for when the store was filled. done and owner,
+ * set before, are kept.
  */
 void memsource_open(struct memsource *m, struct memstore *s, size_t max_head);
+/*
+ * The same as a slice: nothing is read until prepare says the store holds
+ * enough and has set the prefix and the window. The source is marked held
+ * (source.h): failing before its first byte sends the request elsewhere.
+ */
+void memsource_open_slice(struct memsource *m, struct memstore *s, size_t max_head,
+                          int (*prepare)(struct memsource *m));
 /* Closes the reader (also what its source ops do). */
 void memsource_close(struct memsource *m);
 

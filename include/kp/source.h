@@ -37,6 +37,8 @@ struct source {
 	struct http_parser parser;    /* response heads */
 	struct http_head head;
 	bool reused;                  /* it carried an exchange before: a failure may mean it was stale */
+	bool held;                    /* a response held in memory: if it fails before its first
+	                               * byte, the request goes to the origin as if nothing was held */
 	double keep_alive_hint;       /* the last response's Keep-Alive timeout in seconds, < 0: none */
 	struct source_reader *reader; /* the exchange using it now; NULL when none */
 	const struct source_ops *ops;

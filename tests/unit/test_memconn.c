@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "kp/buf.h"
 #include "kp/evglue.h"
 #include "kp/memconn.h"
 
@@ -596,6 +597,116 @@ test_source_ops(void **state)
 	assert_null(f->store.readers);
 }
 
+/* ---- slices ---------------------------------------------------------------- */
+
+static unsigned prepare_calls;
+
+/*
+ * A slice's owner: once the store holds a head ending in an empty line,
+ * serve "SLICE\n" and then the first 5 bytes behind the head; a head that
+ * starts with "BAD" is refused.
+ */
+static int
+prepare_five(struct memsource *m)
+{
+	const char *data = m->store->data;
+	const char *end = data ? memmem(data, m->store->len, "\n\n", 2) : NULL;
+
+	prepare_calls++;
+	if (!end)
+		return 0;
+	if (m->store->len >= 3 && memcmp(data, "BAD", 3) == 0)
+		return -1;
+	assert_non_null(m->prefix = buf_get());
+	memcpy(buf_tail(m->prefix), "SLICE\n", 6);
+	m->prefix->end += 6;
+	m->offset = (size_t)(end + 2 - data);
+	m->until = m->offset + 5;
+	return 1;
+}
+
+static void
+open_slice(struct fixture *f, struct test_reader *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->r.event = reader_event;
+	t->m.done = reader_done;
+	memsource_open_slice(&t->m, &f->store, MAX_HEAD, prepare_five);
+	t->m.src.reader = &t->r;
+	prepare_calls = 0;
+}
+
+/* A slice is its prefix, then its window of the store, then an end, whatever follows. */
+static void
+test_slice_serves_prefix_and_window(void **state)
+{
+	struct fixture *f = make_store(state, 1 << 20);
+	struct test_reader *t = &f->readers[0];
+
+	open_slice(f, t);
+	assert_true(t->m.src.held);
+	send_str(f, "head\n");
+	assert_int_equal(read_one(t), MOVE_AGAIN);
+	send_str(f, "\n0123");
+	read_expect(t, "SLICE\n");
+	read_expect(t, "0123");
+	assert_int_equal(read_one(t), MOVE_AGAIN);
+	send_str(f, "456789");
+	read_expect(t, "4");
+	/* The window is over: an end, though the store goes on and is still open. */
+	assert_int_equal(read_one(t), MOVE_EOF);
+	memsource_close(&t->m);
+}
+
+/* Until the store holds more, an unprepared slice is not tried again: no busy loop. */
+static void
+test_slice_waits_without_spinning(void **state)
+{
+	struct fixture *f = make_store(state, 1 << 20);
+	struct test_reader *t = &f->readers[0];
+
+	open_slice(f, t);
+	send_str(f, "hea");
+	assert_int_equal(read_one(t), MOVE_AGAIN);
+	assert_int_equal(prepare_calls, 1);
+	conn_watch(&t->m.src.conn, true, false);
+	run(f);
+	run(f);
+	assert_int_equal(t->calls, 0);
+	send_str(f, "d\n\nxyzzy");
+	run(f);
+	assert_int_equal(t->calls, 1);
+	read_expect(t, "SLICE\n");
+	read_expect(t, "xyzzy");
+	assert_int_equal(prepare_calls, 2);
+	memsource_close(&t->m);
+}
+
+/* A head the owner refuses, or a store cut before one: a reset, before any byte. */
+static void
+test_slice_refused_or_cut_resets(void **state)
+{
+	struct fixture *f = make_store(state, 1 << 20);
+	struct test_reader *t = &f->readers[0], *u = &f->readers[1];
+
+	open_slice(f, t);
+	send_str(f, "BAD head\n\nbody");
+	errno = 0;
+	assert_int_equal(read_one(t), MOVE_ERROR);
+	assert_int_equal(errno, ECONNRESET);
+	memsource_close(&t->m);
+
+	memstore_free(&f->store);
+	make_store(state, 1 << 20);
+	open_slice(f, u);
+	send_str(f, "half a he");
+	memstore_fail(&f->store);
+	errno = 0;
+	assert_int_equal(read_one(u), MOVE_ERROR);
+	assert_int_equal(errno, ECONNRESET);
+	memsource_close(&u->m);
+}
+
 /* Each test with a fresh loop and store of its own. */
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
@@ -616,6 +727,9 @@ main(void)
 		STORE_TEST(test_close_drops_fed_event),
 		STORE_TEST(test_free_resets_open_readers),
 		STORE_TEST(test_source_ops),
+		STORE_TEST(test_slice_serves_prefix_and_window),
+		STORE_TEST(test_slice_waits_without_spinning),
+		STORE_TEST(test_slice_refused_or_cut_resets),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
