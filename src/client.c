@@ -15,6 +15,7 @@
 #include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/policy.h"
+#include "kp/readahead.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
 
@@ -249,6 +250,8 @@ upstream_word(const struct exchange *ex)
 {
 	if (ex->tunneling || ex->connect)
 		return "tunnel";
+	if (ex->held)
+		return "read-ahead";
 	return dispatch_source_names[ex->waiter.source];
 }
 
@@ -493,12 +496,42 @@ ex_wait(struct exchange *ex)
 	sync_watchers(container_of(ex, struct client, ex));
 }
 
+/* What read-ahead knows a client's request by. */
+static struct readahead_ask
+ask_of(struct client *c)
+{
+	struct readahead_ask ask = {
+		.client = &c->peer.sa,
+		.key = exchange_key(&c->ex),
+		.target = &c->ex.target,
+		.https = c->ex.https,
+		.restricted = c->ex.restricted,
+	};
+
+	return ask;
+}
+
+/* A response head came: read-ahead may fetch what the client will ask for next. */
+static void
+ex_heard(struct exchange *ex)
+{
+	struct client *c = container_of(ex, struct client, ex);
+	struct readahead_ask ask;
+
+	if (!c->env->readahead || ex->method != HTTP_GET)
+		return;
+	ask = ask_of(c);
+	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->src->head,
+	                buf_head(ex->src->in));
+}
+
 static const struct exchange_ops client_exchange_ops = {
 	.reply = ex_reply,
 	.abort = ex_abort,
 	.finished = ex_finished,
 	.tunnel_opened = ex_tunnel_opened,
 	.wait = ex_wait,
+	.heard = ex_heard,
 };
 
 /* ---- requests ------------------------------------------------------------- */
@@ -681,6 +714,7 @@ admit_request(struct client *c)
 	const char *base = buf_head(c->in);
 	struct policy_request pr;
 	struct policy_verdict verdict;
+	struct source *held = NULL;
 	const char *why = NULL;
 	int status = 0;
 
@@ -750,9 +784,15 @@ admit_request(struct client *c)
 		answer_as_final_recipient(c);
 		return;
 	}
+	/* A response fetched ahead for exactly this request is served from memory. */
+	if (c->env->readahead && h->method == HTTP_GET) {
+		struct readahead_ask ask = ask_of(c);
+
+		held = readahead_serve(c->env->readahead, &ask, h, base);
+	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */
 	set_state(c, CLIENT_FORWARDING);
-	status = exchange_forward(ex, h, NULL, &why);
+	status = exchange_forward(ex, h, held, &why);
 	if (status)
 		refuse(c, status, why, false);
 	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))

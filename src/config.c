@@ -74,6 +74,13 @@ config_defaults(struct kp_config *cfg)
 	cfg->pipe_size = 1048576;
 	/* A few hundred hosts is more than a household visits in a day; each leaf is ~1 KiB. */
 	cfg->leaf_cache = 256;
+	/*
+	 * 32 MiB: a dozen 2 MiB pieces, for a few downloads at once, without
+	 * taking a small router's memory; a desktop can give far more.
+	 */
+	cfg->read_ahead_memory = 32u << 20;
+	/* Two: one piece arriving while the one before is read, and the one after that. */
+	cfg->read_ahead_depth = 2;
 	cfg->verbosity = 0;
 }
 
@@ -372,6 +379,17 @@ const struct config_option config_options[] = {
 	 STRING(upstream_ca)},
 	{"leaf-cache", 0, "N", "minted certificates kept (default 256)",
 	 UNSIGNED(leaf_cache, 1, 1000000, "leaf cache must be 1-1000000 certificates")},
+	{"read-ahead", 0, NULL,
+	 "after a client got one byte range of a URL, fetch\n"
+	 "the range that follows before it asks (off)",
+	 FLAG(read_ahead)},
+	{"read-ahead-memory", 0, "BYTES",
+	 "memory for ranges fetched ahead, in all\n"
+	 "(default 33554432)",
+	 SIZE(read_ahead_memory, 1048576, 17179869184UL,
+	      "read-ahead memory must be 1048576-17179869184 bytes")},
+	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 2)",
+	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},
 	{"verbose", 'v', NULL, "more logging; repeat for more",
 	 .kind = CONFIG_OPT_COUNT, .field = FIELD(verbosity, int)},
 	{"version", 'V', NULL, "print the version and the TLS library, and exit",

@@ -216,6 +216,13 @@ choose_key(struct exchange *ex)
 	ex->key = ex->key_buf;
 }
 
+const char *
+exchange_key(struct exchange *ex)
+{
+	choose_key(ex);
+	return ex->key;
+}
+
 /* A request head goes to src, or to whichever connection dispatch finds. */
 static void
 dispatch_or_serve(struct exchange *ex, struct source *src, enum dispatch_how how)
@@ -416,6 +423,7 @@ ready(struct dispatch_waiter *w, struct source *src)
 
 	ex->src = src;
 	src->reader = &ex->reader;
+	ex->held = src->held;
 	ex->resp_received = 0;
 	/* Splice needs both ends to be plain sockets. */
 	if (!conn_pair_splices(&src->conn, ex->down))

@@ -19,6 +19,7 @@
 #include "kp/intercept.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/readahead.h"
 #include "kp/splice.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
@@ -414,7 +415,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 		return -1;
 	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
-	                  &srv->fds) < 0) {
+	                  &srv->fds) < 0 ||
+	    (cfg->read_ahead && !(srv->env.readahead = readahead_new(&srv->env)))) {
 		log_error("out of memory");
 		return -1;
 	}
@@ -469,6 +471,9 @@ server_shutdown(struct server *srv)
 	stats_page_shutdown(&srv->stats_page);
 	while (srv->clients.live)
 		client_close(srv->clients.live);
+	/* After the clients, who may still read what it holds; before the pool its fetches use. */
+	readahead_free(srv->env.readahead);
+	srv->env.readahead = NULL;
 	/* Connects nobody waits for any more, and the idle pool. */
 	dispatch_shutdown(&srv->dispatch);
 	client_reap(&srv->clients);

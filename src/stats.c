@@ -35,14 +35,19 @@ stats_log_summary(void)
 	         ", local responses %" PRIu64 ", idle %" PRIu64 ", open %" PRIu64
 	         ", intercepted %" PRIu64 ", refused %" PRIu64 ", tls upstream %" PRIu64
 	         " (resumed %" PRIu64 ", unverified %" PRIu64 "), leaves minted %" PRIu64
-	         " (cached %" PRIu64 ")",
+	         " (cached %" PRIu64 "), read-ahead %" PRIu64 " (hits %" PRIu64 ", joins %" PRIu64
+	         ", misses %" PRIu64 ", wasted %" PRIu64 " bytes, unsafe %" PRIu64
+	         ", throttled %" PRIu64 ", failed %" PRIu64 ", held %" PRIu64 " bytes)",
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
 	         s->requests_on_freed, s->connects_started, s->connects_won, s->connects_unused,
 	         s->upstream_connects, s->upstream_connect_failures, s->queued, s->queue_waits,
 	         s->queue_wait_seconds, s->queue_timeouts, s->upstream_retries, s->upstream_stale,
 	         s->responses_local, s->pool_idle, s->upstreams_open, s->intercepted,
 	         s->intercept_refused, s->tls_upstream_handshakes, s->tls_upstream_resumed,
-	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_in_cache);
+	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_in_cache,
+	         s->readahead_predicted, s->readahead_hits, s->readahead_joins, s->readahead_misses,
+	         s->readahead_wasted_bytes, s->readahead_unsafe, s->readahead_throttled,
+	         s->readahead_failed, s->readahead_bytes_held);
 }
 
 static void append(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -149,6 +154,27 @@ static const struct metric metrics[] = {
 	 &kp_stats.tls_verify_failures},
 	{"tls_leaves_minted_total", "counter", "Leaf certificates minted.",
 	 &kp_stats.tls_leaves_minted},
+	{"readahead_predicted_total", "counter", "Pieces fetched ahead of a client (--read-ahead).",
+	 &kp_stats.readahead_predicted},
+	{"readahead_hits_total", "counter", "Client requests served from a piece held whole.",
+	 &kp_stats.readahead_hits},
+	{"readahead_joins_total", "counter", "Client requests served from a piece still arriving.",
+	 &kp_stats.readahead_joins},
+	{"readahead_misses_total", "counter",
+	 "Requests on a stream with pieces held that matched none of them.",
+	 &kp_stats.readahead_misses},
+	{"readahead_wasted_bytes_total", "counter", "Bytes fetched ahead and never served.",
+	 &kp_stats.readahead_wasted_bytes},
+	{"readahead_unsafe_total", "counter",
+	 "Pieces refused: not the piece asked for, private, or another object.",
+	 &kp_stats.readahead_unsafe},
+	{"readahead_throttled_total", "counter",
+	 "Predictions not made because --read-ahead-memory was reached.",
+	 &kp_stats.readahead_throttled},
+	{"readahead_failed_total", "counter", "Fetches ahead that failed.",
+	 &kp_stats.readahead_failed},
+	{"readahead_bytes_held", "gauge", "Memory counted for pieces held or arriving.",
+	 &kp_stats.readahead_bytes_held},
 	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",
 	 &kp_stats.tls_leaves_in_cache},
 };

@@ -22,7 +22,8 @@ struct access_entry {
 	int status;               /* 0: no status was sent (the client went away) */
 	uint64_t bytes;           /* sent to the client */
 	double seconds;           /* from the request head to the end */
-	const char *upstream;     /* "new", "pooled", "freed-up", "local" or "tunnel" */
+	const char *upstream;     /* "new", "pooled", "freed-up", "local", "tunnel", "read-ahead",
+	                           * or "intercepted" */
 };
 
 /* 0, or -1 with errno (the file cannot be opened). */

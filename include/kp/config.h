@@ -89,6 +89,11 @@ struct kp_config {
 	const char *make_ca_dir;     /* --make-ca DIR: write a CA there and exit */
 	unsigned leaf_cache;         /* leaf certificates kept */
 
+	/* Read-ahead (readahead.h). */
+	bool read_ahead;             /* --read-ahead: fetch the next byte range before it is asked */
+	size_t read_ahead_memory;    /* --read-ahead-memory: bytes held or arriving, in all */
+	unsigned read_ahead_depth;   /* --read-ahead-depth: pieces ahead of a client, at most */
+
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */
 

@@ -100,6 +100,7 @@ struct exchange {
 	bool upstream_reusable;       /* framing and the origin allow pooling afterwards */
 	bool client_keep_alive;       /* the client may send another request afterwards */
 	bool background;              /* the owner's own request: never a connect, even to retry */
+	bool held;                    /* the response comes from memory (read-ahead) */
 	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
 	bool upgrade;                 /* asked the origin to switch protocols */
 	bool tunneling;               /* the tunnel is open */
@@ -150,6 +151,12 @@ int exchange_forward(struct exchange *ex, const struct http_head *h, struct sour
  */
 int exchange_start(struct exchange *ex, const struct http_target *target, const char *head,
                    size_t len, enum dispatch_how how);
+
+/*
+ * The dispatch key the request in hand goes under (target, scheme,
+ * restriction set): requests with equal keys may share a connection.
+ */
+const char *exchange_key(struct exchange *ex);
 
 /* Is the exchange waiting for a connection (as opposed to relaying)? */
 static inline bool

@@ -69,6 +69,15 @@ struct kp_stats {
 	uint64_t tls_verify_failures;       /* origin certificates that did not verify */
 	uint64_t tls_leaves_minted;         /* leaf certificates made */
 	uint64_t tls_leaves_in_cache;       /* ... held in the cache now */
+	uint64_t readahead_predicted;  /* pieces the proxy asked for ahead of a client (--read-ahead) */
+	uint64_t readahead_hits;       /* client requests served from a piece held whole */
+	uint64_t readahead_joins;      /* ... from a piece still arriving */
+	uint64_t readahead_misses;     /* requests on a stream with pieces held that matched none */
+	uint64_t readahead_wasted_bytes;   /* fetched ahead and never given to a client */
+	uint64_t readahead_unsafe;     /* pieces refused: not the piece asked for, private, another object */
+	uint64_t readahead_throttled;  /* predictions not made: --read-ahead-memory was reached */
+	uint64_t readahead_failed;     /* fetches that failed (error, reset, timeout) */
+	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
 	uint64_t errors[KP_ERR_KINDS]; /* by kind */
 };
 

@@ -135,5 +135,17 @@ check "HTTPS pooling for a CDN" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --intercept *.googlevideo.com --intercept 192.0.2.7 --ca-cert /etc/keepalive-proxy/ca.crt --ca-key /etc/keepalive-proxy/ca.key --upstream-ca /etc/ssl/certs/ca-certificates.crt --leaf-cache 64 " \
 	tls
 
+check "read-ahead with a router's memory" \
+"config keepalive-proxy 'main'
+	option read_ahead '1'
+	option read_ahead_memory '16777216'
+	option read_ahead_depth '1'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 "
+
+check "read-ahead off is no flag" \
+"config keepalive-proxy 'main'
+	option read_ahead '0'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
 echo "all cases passed"

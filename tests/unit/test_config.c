@@ -151,6 +151,9 @@ test_defaults(void **state)
 	assert_null(cfg.upstream_ca);
 	assert_null(cfg.make_ca_dir);
 	assert_int_equal(cfg.leaf_cache, 256);
+	assert_false(cfg.read_ahead);
+	assert_int_equal(cfg.read_ahead_memory, 33554432);
+	assert_int_equal(cfg.read_ahead_depth, 2);
 	assert_seconds(cfg.dns_cache_ttl, 60);
 	assert_int_equal(cfg.verbosity, 0);
 }
@@ -645,6 +648,8 @@ static const struct {
 	{"upstream-sndbuf", 4096, 1073741824},
 	{"tcp-keepalive", 0, 32767},
 	{"leaf-cache", 1, 1000000},
+	{"read-ahead-memory", 1048576, 17179869184UL},
+	{"read-ahead-depth", 1, 8},
 };
 
 /* Above 0, at most a day. */
@@ -797,6 +802,9 @@ static const struct {
 	{"make-ca", AT(make_ca_dir)},
 	{"upstream-ca", AT(upstream_ca)},
 	{"leaf-cache", AT(leaf_cache)},
+	{"read-ahead", AT(read_ahead)},
+	{"read-ahead-memory", AT(read_ahead_memory)},
+	{"read-ahead-depth", AT(read_ahead_depth)},
 	{"verbose", AT(verbosity)},
 };
 

@@ -1,0 +1,731 @@
+#include "kp/readahead.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kp/clock.h"
+#include "kp/config.h"
+#include "kp/dispatch.h"
+#include "kp/evglue.h"
+#include "kp/exchange.h"
+#include "kp/log.h"
+#include "kp/memconn.h"
+#include "kp/ranges.h"
+#include "kp/stats.h"
+#include "kp/table.h"
+
+/* How often held pieces and quiet streams are looked at: a few times per TTL. */
+#define SWEEP_SECONDS (READAHEAD_TTL / 4)
+/* Room for the stored head beside the body a piece may hold. */
+#define HEAD_ROOM 1024
+
+enum entry_state {
+	ENTRY_FETCHING,   /* the proxy's request is on its way or its response arriving */
+	ENTRY_HELD,       /* the whole response is in memory */
+	ENTRY_FAILED,     /* the fetch failed: nothing of it is served */
+};
+
+struct ra_stream;
+
+/* One piece fetched ahead: its request, its response in memory, the exchange fetching it. */
+struct ra_entry {
+	struct ra_stream *stream;
+	struct ra_entry *next;           /* the stream's pieces */
+	struct ra_entry *dead_next;      /* the reaper's list */
+	struct byte_range range;         /* asked of the origin */
+	bool to_end;                     /* range reaches the object's last byte */
+	enum entry_state state;
+	bool dead;                       /* on the reaper's list */
+	unsigned readers;                /* clients reading it now */
+	uint64_t served;                 /* the most body bytes one client was given */
+	size_t charged;                  /* bytes counted against --read-ahead-memory */
+	ev_tstamp held_since;
+	struct buf *req;                 /* the request the proxy sent: compared with clients' */
+	struct buf *in, *out;            /* the fetch exchange's buffers */
+	struct memstore store;
+	struct exchange ex;
+};
+
+/* One client's reading of one URL: what it was given, what is fetched ahead for it. */
+struct ra_stream {
+	struct table_node node;          /* in ra->streams: client address, dispatch key, path */
+	struct readahead *ra;
+	struct ra_entry *entries;
+	uint64_t largest;                /* the longest piece answered on it */
+	uint64_t last_length;            /* the length of the last piece answered */
+	bool uniform;                    /* every piece answered so far had one length */
+	bool stopped;                    /* a piece was refused: no more predictions */
+	bool has_identity;
+	struct object_identity id;       /* of the last piece answered; spans into id_text */
+	char id_text[512];
+	ev_tstamp used;                  /* last asked or answered */
+};
+
+/* A client served from a piece: its slice of the store, and what it asked. */
+struct ra_reader {
+	struct memsource m;
+	struct ra_entry *entry;
+	struct byte_range asked;
+	struct buf *ask;                 /* the client's request head, for Vary */
+};
+
+struct readahead {
+	const struct proxy_env *env;
+	struct table streams;
+	size_t charged;                  /* bytes counted against the memory cap */
+	struct ra_entry *dead;           /* pieces to free at the end of the iteration */
+	ev_prepare reaper;
+	struct clock_timer sweep;
+};
+
+static const struct exchange_ops fetch_ops;
+
+static const struct kp_config *
+cfg_of(const struct readahead *ra)
+{
+	return ra->env->cfg;
+}
+
+/* ---- heads ---------------------------------------------------------------- */
+
+/* Parses the head at the start of len bytes into h; false if it is not one whole head. */
+static bool
+parse_head(llhttp_type_t type, const char *p, size_t len, size_t max, struct http_parser *ps,
+           struct http_head *h)
+{
+	http_parser_init(ps, type, max, max);
+	http_parser_start(ps, h);
+	return http_parse_head(ps, p, len) == HTTP_PARSE_DONE;
+}
+
+/* The origin-form path of a request head the proxy wrote. */
+static void
+request_path(const struct http_head *h, const char *base, const char **path, size_t *len)
+{
+	*path = base + h->url.off;
+	*len = h->url.len;
+}
+
+/* "address key path": one client's reading of one URL; false if it does not fit. */
+static bool
+stream_key(const struct sockaddr *client, const char *key, const char *path, size_t path_len,
+           char *out, size_t cap)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const void *a = client->sa_family == AF_INET6
+	                        ? (const void *)&((const struct sockaddr_in6 *)client)->sin6_addr
+	                        : (const void *)&((const struct sockaddr_in *)client)->sin_addr;
+	int n;
+
+	if (!inet_ntop(client->sa_family, a, addr, sizeof(addr)))
+		return false;
+	n = snprintf(out, cap, "%s %s %.*s", addr, key, (int)path_len, path);
+	return n > 0 && (size_t)n < cap;
+}
+
+/* ---- pieces: freed at a known point ---------------------------------------- */
+
+static void
+charge(struct readahead *ra, size_t bytes, bool add)
+{
+	ra->charged = add ? ra->charged + bytes : ra->charged - bytes;
+	kp_stats.readahead_bytes_held = ra->charged;
+}
+
+static void
+unlink_entry(struct ra_entry *e)
+{
+	struct ra_entry **p = &e->stream->entries;
+
+	while (*p && *p != e)
+		p = &(*p)->next;
+	if (*p)
+		*p = e->next;
+	e->next = NULL;
+}
+
+/* What was fetched and never given to a client. */
+static uint64_t
+unserved_bytes(const struct ra_entry *e)
+{
+	uint64_t fetched = e->store.len;
+
+	/* The head is not the download's: count the body only, as far as it is known. */
+	if (fetched > e->range.last - e->range.first + 1)
+		fetched = e->range.last - e->range.first + 1;
+	return fetched > e->served ? fetched - e->served : 0;
+}
+
+static void
+entry_free(struct ra_entry *e)
+{
+	struct readahead *ra = e->stream->ra;
+
+	exchange_release(&e->ex);
+	/* Counted before the store is freed: its length is what was fetched. */
+	kp_stats.readahead_wasted_bytes += unserved_bytes(e);
+	memstore_free(&e->store);
+	charge(ra, e->charged, false);
+	buf_put(e->req);
+	buf_put(e->in);
+	buf_put(e->out);
+	unlink_entry(e);
+	free(e);
+}
+
+/* Marks e to be freed at the end of this iteration; never while a client reads it. */
+static void
+entry_drop(struct ra_entry *e)
+{
+	struct readahead *ra = e->stream->ra;
+
+	if (e->dead || e->readers)
+		return;
+	e->dead = true;
+	e->dead_next = ra->dead;
+	ra->dead = e;
+	if (!ev_is_active(&ra->reaper))
+		ev_prepare_start(ra->env->loop, &ra->reaper);
+}
+
+static void
+reaper_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct readahead *ra = container_of(w, struct readahead, reaper);
+
+	(void)revents;
+	while (ra->dead) {
+		struct ra_entry *e = ra->dead;
+
+		ra->dead = e->dead_next;
+		entry_free(e);
+	}
+	ev_prepare_stop(loop, w);
+}
+
+/* A piece that was given to a client, or failed, is done once nobody reads it. */
+static void
+entry_settle(struct ra_entry *e)
+{
+	if (e->readers || e->state == ENTRY_FETCHING)
+		return;
+	if (e->served || e->state == ENTRY_FAILED)
+		entry_drop(e);
+}
+
+/* ---- the fetch: an exchange of the proxy's own, into memory ---------------- */
+
+static struct ra_entry *
+entry_of(struct exchange *ex)
+{
+	return container_of(ex, struct ra_entry, ex);
+}
+
+static void
+fetch_failed(struct ra_entry *e, const char *why)
+{
+	log_debug("read-ahead %s bytes=%llu-%llu: %s", e->ex.target.key,
+	          (unsigned long long)e->range.first, (unsigned long long)e->range.last, why);
+	kp_stats.readahead_failed++;
+	e->state = ENTRY_FAILED;
+	memstore_fail(&e->store);
+	entry_settle(e);
+}
+
+static void
+fetch_reply(struct exchange *ex, int status, const char *why, bool keep_alive)
+{
+	(void)status;
+	(void)keep_alive;
+	fetch_failed(entry_of(ex), why);
+}
+
+static void
+fetch_abort(struct exchange *ex, const char *why)
+{
+	fetch_failed(entry_of(ex), why ? why : "closed");
+}
+
+static void
+fetch_finished(struct exchange *ex)
+{
+	struct ra_entry *e = entry_of(ex);
+
+	/* Its end is the end of the store: readers past the last byte see EOF. */
+	conn_shutdown_write(&e->store.writer);
+	e->state = ENTRY_HELD;
+	e->held_since = clock_now(e->stream->ra->env->clock);
+	entry_settle(e);
+}
+
+static void
+fetch_tunnel_opened(struct exchange *ex)
+{
+	/* The plan refuses a 101 to memory; should one get here, it is a failure. */
+	fetch_failed(entry_of(ex), "the origin switched protocols");
+}
+
+static void
+fetch_wait(struct exchange *ex)
+{
+	struct ra_entry *e = entry_of(ex);
+	bool rd, wr;
+
+	exchange_watch(ex, &rd, &wr);
+	conn_watch(&e->store.writer, rd, wr);
+}
+
+static void
+fetch_io(struct conn *c, int revents)
+{
+	(void)revents;
+	exchange_run(&container_of(c, struct ra_entry, store.writer)->ex);
+}
+
+static const struct exchange_ops fetch_ops = {
+	.reply = fetch_reply,
+	.abort = fetch_abort,
+	.finished = fetch_finished,
+	.tunnel_opened = fetch_tunnel_opened,
+	.wait = fetch_wait,
+};
+
+/*
+ * The request for next: the head the proxy sent for the piece before, with
+ * its Range moved on. Every other field stays: the origin must see the
+ * same client it answered.
+ */
+static ssize_t
+next_request(const struct http_head *h, const char *base, const struct byte_range *next,
+             struct buf *out)
+{
+	const char *line_end = memchr(base, '\n', h->head_len);
+	char *p = buf_tail(out);
+	size_t room = buf_room(out), n;
+	int w;
+
+	if (!line_end)
+		return -1;
+	n = (size_t)(line_end + 1 - base);
+	if (n > room)
+		return -1;
+	memcpy(p, base, n);
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+
+		if (http_span_is(base, f->name, "range"))
+			w = snprintf(p + n, room - n, "Range: bytes=%llu-%llu\r\n",
+			             (unsigned long long)next->first, (unsigned long long)next->last);
+		else
+			w = snprintf(p + n, room - n, "%.*s: %.*s\r\n", (int)f->name.len,
+			             base + f->name.off, (int)f->value.len, base + f->value.off);
+		if (w < 0 || (size_t)w >= room - n)
+			return -1;
+		n += (size_t)w;
+	}
+	if (room - n < 3)
+		return -1;
+	memcpy(p + n, "\r\n", 2);
+	return (ssize_t)(n + 2);
+}
+
+/* Starts fetching next for the stream; false when it was not made (memory, or an error). */
+static bool
+fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_head *req,
+      const char *rbase, const struct byte_range *next, uint64_t complete)
+{
+	struct readahead *ra = s->ra;
+	const struct kp_config *cfg = cfg_of(ra);
+	size_t charged = (size_t)(next->last - next->first + 1) + cfg->max_header_bytes + HEAD_ROOM;
+	struct http_target target = *ask->target;
+	struct ra_entry *e;
+	ssize_t len;
+
+	if (ra->charged + charged > cfg->read_ahead_memory) {
+		kp_stats.readahead_throttled++;
+		return false;
+	}
+	if (!(e = calloc(1, sizeof(*e))))
+		return false;
+	if (!(e->req = buf_get()) || (len = next_request(req, rbase, next, e->req)) < 0) {
+		buf_put(e->req);
+		free(e);
+		return false;
+	}
+	e->req->end = (size_t)len;
+	e->stream = s;
+	e->range = *next;
+	e->to_end = next->last == complete - 1;
+	e->charged = charged;
+	charge(ra, charged, true);
+	e->next = s->entries;
+	s->entries = e;
+	memstore_init(&e->store, ra->env->loop, charged, fetch_io);
+	exchange_init(&e->ex, ra->env, &e->store.writer, &e->in, &e->out, &fetch_ops, true);
+	e->ex.restricted = ask->restricted;
+	e->ex.https = ask->https;
+	target.path = "/";
+	target.path_len = 1;
+	kp_stats.readahead_predicted++;
+	log_debug("read-ahead %s bytes=%llu-%llu", ask->key, (unsigned long long)next->first,
+	          (unsigned long long)next->last);
+	if (exchange_start(&e->ex, &target, buf_head(e->req), buf_len(e->req),
+	                   DISPATCH_BACKGROUND) < 0)
+		fetch_failed(e, "request head too large");
+	return true;
+}
+
+static struct ra_entry *
+entry_at(const struct ra_stream *s, uint64_t first)
+{
+	for (struct ra_entry *e = s->entries; e; e = e->next)
+		if (e->range.first == first && !e->dead)
+			return e;
+	return NULL;
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+static struct ra_stream *
+stream_find(struct readahead *ra, const char *key)
+{
+	struct table_node *n = table_find(&ra->streams, key);
+
+	return n ? container_of(n, struct ra_stream, node) : NULL;
+}
+
+static void
+stream_free(struct ra_stream *s)
+{
+	table_remove(&s->ra->streams, &s->node);
+	free(s);
+}
+
+/* Drops what nobody reads of a stream that changed object or stopped. */
+static void
+stream_forget(struct ra_stream *s)
+{
+	for (struct ra_entry *e = s->entries; e; e = e->next)
+		if (!e->readers && e->state != ENTRY_FETCHING)
+			entry_drop(e);
+}
+
+/* Stops prediction on a stream: a piece did not fit, or was not safe to serve. */
+static void
+stream_stop(struct ra_stream *s, const char *why)
+{
+	if (!s->stopped)
+		log_debug("read-ahead %s: stopped: %s", s->node.key, why);
+	s->stopped = true;
+	kp_stats.readahead_unsafe++;
+	stream_forget(s);
+}
+
+/* Remembers the identity of the piece just answered, copying its text. */
+static bool
+keep_identity(struct ra_stream *s, const struct object_identity *id, const char *base)
+{
+	size_t n = id->etag.len + id->last_modified.len;
+
+	if (n > sizeof(s->id_text))
+		return false;
+	memcpy(s->id_text, base + id->etag.off, id->etag.len);
+	memcpy(s->id_text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
+	s->id = *id;
+	s->id.etag.off = 0;
+	s->id.last_modified.off = id->etag.len;
+	s->has_identity = true;
+	return true;
+}
+
+/* ---- serving -------------------------------------------------------------- */
+
+/* Writes the head a client gets for its own range out of the piece held. */
+static bool
+slice_head(const struct http_head *h, const char *base, const struct byte_range *got,
+           uint64_t complete, struct buf *out)
+{
+	const char *line_end = memchr(base, '\n', h->head_len);
+	char *p = buf_tail(out);
+	size_t room = buf_room(out), n;
+	int w;
+
+	if (!line_end || (size_t)(line_end + 1 - base) > room)
+		return false;
+	n = (size_t)(line_end + 1 - base);
+	memcpy(p, base, n);
+	for (unsigned i = 0; i < h->nfields; i++) {
+		const struct http_field *f = &h->fields[i];
+
+		if (http_span_is(base, f->name, "content-range") ||
+		    http_span_is(base, f->name, "content-length"))
+			continue;
+		w = snprintf(p + n, room - n, "%.*s: %.*s\r\n", (int)f->name.len, base + f->name.off,
+		             (int)f->value.len, base + f->value.off);
+		if (w < 0 || (size_t)w >= room - n)
+			return false;
+		n += (size_t)w;
+	}
+	w = snprintf(p + n, room - n, "Content-Range: bytes %llu-%llu/%llu\r\nContent-Length: %llu\r\n\r\n",
+	             (unsigned long long)got->first, (unsigned long long)got->last,
+	             (unsigned long long)complete, (unsigned long long)(got->last - got->first + 1));
+	if (w < 0 || (size_t)w >= room - n)
+		return false;
+	out->end += n + (size_t)w;
+	return true;
+}
+
+/*
+ * A client's slice is ready once the piece's head is in memory: only a 206
+ * that is exactly the piece asked for, of the same object as the piece
+ * before, not private, and varying on nothing the client's request does
+ * not share with the proxy's. Anything else fails the slice before its
+ * first byte, and the client's request goes to the origin.
+ */
+static int
+prepare_slice(struct memsource *m)
+{
+	struct ra_reader *r = m->owner;
+	struct ra_entry *e = r->entry;
+	struct ra_stream *s = e->stream;
+	size_t max = cfg_of(s->ra)->max_header_bytes;
+	struct http_parser ps;
+	struct http_head resp, mine, theirs;
+	struct object_identity id;
+	struct byte_range got;
+	uint64_t complete;
+
+	if (!m->store->data ||
+	    !parse_head(HTTP_RESPONSE, m->store->data, m->store->len, max, &ps, &resp))
+		return m->store->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : -1;
+	if (!ranges_piece_fits(&e->range, &resp, m->store->data, &complete) ||
+	    ranges_response_private(&resp, m->store->data) ||
+	    !ranges_identity(&resp, m->store->data, &id) ||
+	    (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, m->store->data))) {
+		stream_stop(s, "a piece fetched ahead is not the one to serve");
+		return -1;
+	}
+	if (!parse_head(HTTP_REQUEST, buf_head(e->req), buf_len(e->req), max, &ps, &mine) ||
+	    !parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) ||
+	    !ranges_same_requester(&mine, buf_head(e->req), &theirs, buf_head(r->ask), &resp,
+	                           m->store->data)) {
+		kp_stats.readahead_unsafe++;
+		return -1;
+	}
+	got.first = r->asked.first;
+	got.last = r->asked.last < complete - 1 ? r->asked.last : complete - 1;
+	if (!(m->prefix = buf_get()) || !slice_head(&resp, m->store->data, &got, complete, m->prefix))
+		return -1;
+	m->offset = resp.head_len;
+	m->until = resp.head_len + (size_t)(got.last - got.first + 1);
+	if (got.last - got.first + 1 > e->served)
+		e->served = got.last - got.first + 1;
+	return 1;
+}
+
+static void
+reader_done(struct memsource *m)
+{
+	struct ra_reader *r = m->owner;
+	struct ra_entry *e = r->entry;
+
+	buf_put(r->ask);
+	free(r);
+	e->readers--;
+	entry_settle(e);
+}
+
+struct source *
+readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const struct http_head *h,
+                const char *base)
+{
+	char key[9000];
+	struct ra_stream *s;
+	struct ra_entry *e;
+	struct ra_reader *r;
+	struct byte_range asked;
+	enum range_form form;
+
+	if (h->method != HTTP_GET)
+		return NULL;
+	form = ranges_requested(h, base, &asked);
+	if ((form != RANGE_SINGLE && form != RANGE_OPEN) ||
+	    !stream_key(ask->client, ask->key, ask->target->path, ask->target->path_len, key,
+	                sizeof(key)) ||
+	    !(s = stream_find(ra, key)))
+		return NULL;
+	s->used = clock_now(ra->env->clock);
+	e = entry_at(s, asked.first);
+	/* Past what is fetched: an open range only if the piece runs to the end. */
+	if (!e || e->state == ENTRY_FAILED ||
+	    (asked.last > e->range.last && !(asked.last == UINT64_MAX && e->to_end)) ||
+	    h->head_len > buf_capacity()) {
+		if (s->entries)
+			kp_stats.readahead_misses++;
+		return NULL;
+	}
+	if (!(r = calloc(1, sizeof(*r))))
+		return NULL;
+	if (!(r->ask = buf_get())) {
+		free(r);
+		return NULL;
+	}
+	memcpy(buf_tail(r->ask), base, h->head_len);
+	r->ask->end = h->head_len;
+	r->entry = e;
+	r->asked = asked;
+	r->m.owner = r;
+	r->m.done = reader_done;
+	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes, prepare_slice);
+	e->readers++;
+	if (e->state == ENTRY_FETCHING)
+		kp_stats.readahead_joins++;
+	else
+		kp_stats.readahead_hits++;
+	return &r->m.src;
+}
+
+/* ---- predicting ----------------------------------------------------------- */
+
+void
+readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const struct buf *req_head,
+                const struct http_head *resp, const char *rbase)
+{
+	const struct kp_config *cfg = cfg_of(ra);
+	struct http_parser ps;
+	struct http_head req;
+	const char *base = buf_head((struct buf *)req_head), *path;
+	struct byte_range asked, got, from, next;
+	struct object_identity id;
+	uint64_t complete, length;
+	size_t path_len;
+	char key[9000];
+	struct ra_stream *s;
+	enum range_form form;
+
+	if (resp->status != 206 || !req_head ||
+	    !parse_head(HTTP_REQUEST, base, buf_len((struct buf *)req_head), cfg->max_header_bytes,
+	                &ps, &req) ||
+	    req.method != HTTP_GET)
+		return;
+	form = ranges_requested(&req, base, &asked);
+	if ((form != RANGE_SINGLE && form != RANGE_OPEN) ||
+	    !ranges_answered(resp, rbase, &got, &complete) || got.first != asked.first ||
+	    ranges_response_private(resp, rbase) || !ranges_identity(resp, rbase, &id))
+		return;
+	request_path(&req, base, &path, &path_len);
+	if (!stream_key(ask->client, ask->key, path, path_len, key, sizeof(key)) ||
+	    !(s = TABLE_GET(&ra->streams, key, struct ra_stream, node)))
+		return;
+	if (!s->ra) {
+		s->ra = ra;
+		s->uniform = true;
+	}
+	s->used = clock_now(ra->env->clock);
+	/* Another object at the same URL: what is held belongs to the old one. */
+	if (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, rbase)) {
+		stream_forget(s);
+		s->stopped = false;
+		s->largest = 0;
+		s->uniform = true;
+	}
+	if (!keep_identity(s, &id, rbase) || s->stopped)
+		return;
+	length = got.last - got.first + 1;
+	if (s->last_length && length != s->last_length && got.last != complete - 1)
+		s->uniform = false;
+	s->last_length = length;
+	if (length > s->largest)
+		s->largest = length;
+	/*
+	 * The next piece starts right after this one; the ones after it only if
+	 * every piece so far had one length, since a client that varies its
+	 * lengths starts its next request where its last one really ended.
+	 */
+	from = got;
+	for (unsigned i = 0; i < (s->uniform ? cfg->read_ahead_depth : 1); i++) {
+		if (!ranges_next(&from, complete, s->largest, cfg->read_ahead_memory / 2, &next))
+			break;
+		if (!entry_at(s, next.first) && !fetch(s, ask, &req, base, &next, complete))
+			break;
+		from.first = next.first;
+		from.last = next.first + length - 1;
+		if (from.last >= complete - 1)
+			break;
+	}
+}
+
+/* ---- sweeping ------------------------------------------------------------- */
+
+static void
+sweep_stream(struct table_node *n, void *arg)
+{
+	struct ra_stream *s = container_of(n, struct ra_stream, node);
+	ev_tstamp now = *(const ev_tstamp *)arg;
+
+	for (struct ra_entry *e = s->entries; e; e = e->next)
+		if (e->state == ENTRY_HELD && !e->readers && now - e->held_since > READAHEAD_TTL)
+			entry_drop(e);
+	if (!s->entries && now - s->used > READAHEAD_TTL)
+		stream_free(s);
+}
+
+static void
+sweep_cb(struct clock_timer *t)
+{
+	struct readahead *ra = container_of(t, struct readahead, sweep);
+	ev_tstamp now = clock_now(ra->env->clock);
+
+	table_each(&ra->streams, sweep_stream, &now);
+	clock_timer_start(t, SWEEP_SECONDS);
+}
+
+struct readahead *
+readahead_new(const struct proxy_env *env)
+{
+	struct readahead *ra = calloc(1, sizeof(*ra));
+
+	if (!ra)
+		return NULL;
+	if (table_init(&ra->streams) < 0) {
+		free(ra);
+		return NULL;
+	}
+	ra->env = env;
+	ev_prepare_init(&ra->reaper, reaper_cb);
+	clock_timer_init(&ra->sweep, env->clock, sweep_cb);
+	clock_timer_start(&ra->sweep, SWEEP_SECONDS);
+	return ra;
+}
+
+static void
+free_stream(struct table_node *n, void *arg)
+{
+	struct ra_stream *s = container_of(n, struct ra_stream, node);
+
+	(void)arg;
+	while (s->entries) {
+		struct ra_entry *e = s->entries;
+
+		/* A reader still open points at the store: it is failed and forgotten first. */
+		memstore_free(&e->store);
+		e->readers = 0;
+		entry_free(e);
+	}
+	stream_free(s);
+}
+
+void
+readahead_free(struct readahead *ra)
+{
+	if (!ra)
+		return;
+	clock_timer_stop(&ra->sweep);
+	ev_prepare_stop(ra->env->loop, &ra->reaper);
+	ra->dead = NULL;
+	table_each(&ra->streams, free_stream, NULL);
+	table_free(&ra->streams);
+	free(ra);
+}
