@@ -55,6 +55,7 @@ struct ra_stream {
 	struct ra_entry *entries;
 	uint64_t largest;                /* the longest piece answered on it */
 	uint64_t last_length;            /* the length of the last piece answered */
+	unsigned pieces;                 /* pieces answered on it */
 	bool uniform;                    /* every piece answered so far had one length */
 	bool stopped;                    /* a piece was refused: no more predictions */
 	bool has_identity;
@@ -599,7 +600,7 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	const char *base = buf_head((struct buf *)req_head), *path;
 	struct byte_range asked, got, from, next;
 	struct object_identity id;
-	uint64_t complete, length;
+	uint64_t complete, length, margin;
 	size_t path_len;
 	char key[9000];
 	struct ra_stream *s;
@@ -637,6 +638,7 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	if (s->last_length && length != s->last_length && got.last != complete - 1)
 		s->uniform = false;
 	s->last_length = length;
+	s->pieces++;
 	if (length > s->largest)
 		s->largest = length;
 	/*
@@ -645,8 +647,14 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	 * lengths starts its next request where its last one really ended.
 	 */
 	from = got;
+	/*
+	 * Pieces of one length seen twice: the next is that long, and fetching
+	 * more would only delay the one after on the same connection. Otherwise
+	 * the longest seen / 0.95 covers a client that varies its lengths.
+	 */
+	margin = s->uniform && s->pieces >= 2 ? 0 : s->largest;
 	for (unsigned i = 0; i < (s->uniform ? cfg->read_ahead_depth : 1); i++) {
-		if (!ranges_next(&from, complete, s->largest, cfg->read_ahead_memory / 2, &next))
+		if (!ranges_next(&from, complete, margin, cfg->read_ahead_memory / 2, &next))
 			break;
 		if (!entry_at(s, next.first) && !fetch(s, ask, &req, base, &next, complete))
 			break;
