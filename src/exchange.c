@@ -216,6 +216,22 @@ choose_key(struct exchange *ex)
 	ex->key = ex->key_buf;
 }
 
+void
+exchange_promote(struct exchange *ex)
+{
+	struct dispatch_target t;
+
+	if (!ex->background)
+		return;
+	ex->background = false;
+	/* Already on a connection: it is as fast as it will get. */
+	if (!dispatch_waiting(&ex->waiter))
+		return;
+	dispatch_cancel(&ex->waiter);
+	t = dispatch_target_of(ex);
+	dispatch_request(ex->env->dispatch, &ex->waiter, &t, DISPATCH_ANY);
+}
+
 const char *
 exchange_key(struct exchange *ex)
 {

@@ -581,10 +581,13 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	r->m.done = reader_done;
 	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes, prepare_slice);
 	e->readers++;
-	if (e->state == ENTRY_FETCHING)
+	if (e->state == ENTRY_FETCHING) {
 		kp_stats.readahead_joins++;
-	else
+		/* A client waits for it now: no longer behind other clients' requests. */
+		exchange_promote(&e->ex);
+	} else {
 		kp_stats.readahead_hits++;
+	}
 	return &r->m.src;
 }
 

@@ -153,6 +153,13 @@ int exchange_start(struct exchange *ex, const struct http_target *target, const 
                    size_t len, enum dispatch_how how);
 
 /*
+ * A background request a client now waits for: it stops coming after
+ * client requests, and may have a connection of its own, as the client's
+ * own request would.
+ */
+void exchange_promote(struct exchange *ex);
+
+/*
  * The dispatch key the request in hand goes under (target, scheme,
  * restriction set): requests with equal keys may share a connection.
  */

@@ -1131,6 +1131,31 @@ test_background_takes_a_freed_connection(void **state)
 }
 
 /*
+ * A background GET a client now waits for is promoted: it no longer waits
+ * for a connection nobody else wants, and connects as the client would.
+ */
+static void
+test_promoted_background_connects(void **state)
+{
+	struct fixture *fx = *state;
+	struct fetch *bg = &fx->fetch[0];
+	static const char bg_stored[] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n/bg";
+
+	fetch_start(fx, bg, "/bg", "", DISPATCH_BACKGROUND);
+	spin(fx, 10);
+	assert_true(exchange_waiting(&bg->ex));
+	assert_int_equal(fx->dispatch.open, 0);
+	exchange_promote(&bg->ex);
+	assert_false(bg->ex.background);
+	assert_true(run_until(fx, store_over, bg));
+	assert_int_equal(bg->finished, 1);
+	assert_int_equal(bg->ex.waiter.source, DISPATCH_FROM_CONNECT);
+	assert_int_equal(bg->store.len, sizeof(bg_stored) - 1);
+	assert_memory_equal(bg->store.data, bg_stored, bg->store.len);
+	assert_int_equal(origin_connections(&fx->origin), 1);
+}
+
+/*
  * --max-conns-per-host 1: a connection busy with a background GET (the
  * origin holds its answer) does not count against the cap, so a client's
  * request gets a second connection at once and is answered meanwhile.
@@ -1236,6 +1261,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_reader_joins_while_arriving, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_background_takes_a_freed_connection, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_promoted_background_connects, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_background_leaves_the_cap_to_clients,
 		                                setup_capped, teardown),
 		cmocka_unit_test_setup_teardown(test_background_retry_stays_background,
