@@ -520,8 +520,9 @@ source_lost(struct exchange *ex, const char *why)
 	};
 
 	if (dead->held && !facts.response_started) {
-		log_debug("client fd %d: %s: the held response %s; asking the origin", ex->down->fd,
-		          ex->target.key, why);
+		log_debug("client fd %d: %s: the response held in memory cannot be served; asking "
+		          "the origin",
+		          ex->down->fd, ex->target.key);
 		redispatch(ex, ex->background ? DISPATCH_BACKGROUND : DISPATCH_ANY);
 		return;
 	}

@@ -393,10 +393,23 @@ ranges_same_requester(const struct http_head *a, const char *abase,
 	 * Credentials and cookies whether or not Vary names them: origins
 	 * often answer per user without saying so (RFC 9111 3.5 keeps shared
 	 * caches from reusing answers to Authorization for the same reason).
+	 * Preconditions too: with another If-Range the origin owes a whole
+	 * 200 instead of the piece (RFC 9110 13.1.5), and the others decide
+	 * between the piece and a 304 or 412.
 	 */
-	if (!same_values(a, abase, b, bbase, "authorization", 13) ||
-	    !same_values(a, abase, b, bbase, "cookie", 6))
-		return false;
+	static const struct {
+		const char *name;
+		size_t len;
+	} always[] = {
+		{"authorization", 13},     {"cookie", 6},
+		{"if-range", 8},           {"if-match", 8},
+		{"if-none-match", 13},     {"if-modified-since", 17},
+		{"if-unmodified-since", 19},
+	};
+
+	for (size_t i = 0; i < sizeof(always) / sizeof(always[0]); i++)
+		if (!same_values(a, abase, b, bbase, always[i].name, always[i].len))
+			return false;
 	for (unsigned i = 0; i < resp->nfields; i++) {
 		const struct http_field *f = &resp->fields[i];
 		const char *v = rbase + f->value.off;

@@ -70,6 +70,7 @@ struct ra_reader {
 	struct ra_entry *entry;
 	struct byte_range asked;
 	struct buf *ask;                 /* the client's request head, for Vary */
+	bool joined;                     /* the piece was still arriving when the client asked */
 };
 
 struct readahead {
@@ -253,6 +254,12 @@ static void
 fetch_finished(struct exchange *ex)
 {
 	struct ra_entry *e = entry_of(ex);
+
+	/* An error or a whole object is not a piece: the client asks the origin itself. */
+	if (ex->status != 206) {
+		fetch_failed(e, "the origin did not answer with the piece");
+		return;
+	}
 
 	/* Its end is the end of the store: readers past the last byte see EOF. */
 	conn_shutdown_write(&e->store.writer);
@@ -505,6 +512,8 @@ prepare_slice(struct memsource *m)
 	    ranges_response_private(&resp, m->store->data) ||
 	    !ranges_identity(&resp, m->store->data, &id) ||
 	    (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, m->store->data))) {
+		/* Never to be served: it goes once its readers have gone to the origin. */
+		e->state = ENTRY_FAILED;
 		stream_stop(s, "a piece fetched ahead is not the one to serve");
 		return -1;
 	}
@@ -523,6 +532,11 @@ prepare_slice(struct memsource *m)
 	m->until = resp.head_len + (size_t)(got.last - got.first + 1);
 	if (got.last - got.first + 1 > e->served)
 		e->served = got.last - got.first + 1;
+	/* Counted only now: a piece refused above sent its client to the origin. */
+	if (r->joined)
+		kp_stats.readahead_joins++;
+	else
+		kp_stats.readahead_hits++;
 	return 1;
 }
 
@@ -581,13 +595,10 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	r->m.done = reader_done;
 	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes, prepare_slice);
 	e->readers++;
-	if (e->state == ENTRY_FETCHING) {
-		kp_stats.readahead_joins++;
-		/* A client waits for it now: no longer behind other clients' requests. */
+	r->joined = e->state == ENTRY_FETCHING;
+	/* A client waits for it now: no longer behind other clients' requests. */
+	if (r->joined)
 		exchange_promote(&e->ex);
-	} else {
-		kp_stats.readahead_hits++;
-	}
 	return &r->m.src;
 }
 
@@ -659,6 +670,11 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	for (unsigned i = 0; i < (s->uniform ? cfg->read_ahead_depth : 1); i++) {
 		if (!ranges_next(&from, complete, margin, cfg->read_ahead_memory / 2, &next))
 			break;
+		/* Shorter than the piece before, short of the end: the client would miss it. */
+		if (next.last - next.first + 1 < length && next.last != complete - 1) {
+			kp_stats.readahead_throttled++;
+			break;
+		}
 		if (!entry_at(s, next.first) && !fetch(s, ask, &req, base, &next, complete))
 			break;
 		from.first = next.first;

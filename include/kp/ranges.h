@@ -130,8 +130,10 @@ bool ranges_response_private(const struct http_head *resp, const char *base);
 
 /*
  * Would request b have had response resp, made for request a, from the
- * origin? Their Authorization and Cookie fields, and every field resp's
- * Vary names, carry the same values: compared byte for byte without
+ * origin? Their Authorization and Cookie fields, their preconditions
+ * (If-Range, If-Match, If-None-Match, If-Modified-Since,
+ * If-Unmodified-Since), and every field resp's Vary names, carry the same
+ * values: compared byte for byte without
  * surrounding whitespace, a repeated field value by value in order, and
  * absent equals absent only (an empty field is not an absent one).
  * Vary: * is never the same. Proxy-Authorization is left out even when

@@ -129,7 +129,7 @@ static void
 configure(void *arg)
 {
 	struct world *w = arg;
-	char crt[300], key[300], text[4096], ws[512] = "";
+	char crt[300], key[300], text[8192], ws[512] = "";
 
 	path_join(crt, sizeof(crt), w->dir, "origin.crt");
 	path_join(key, sizeof(key), w->dir, "origin.key");

@@ -792,13 +792,14 @@ seeks_are_misses(void)
 	quiet(og, 2);
 	piece(&c, og, "/object.bin", 4 * MIB, 5 * MIB - 1, NULL);
 	want_range(want, sizeof(want), 4 * MIB, 5 * MIB - 1);
-	want_range(want, sizeof(want), 5 * MIB, 5 * MIB + g - 1);
+	/* Two pieces of one length: the next is fetched exactly that long. */
+	want_range(want, sizeof(want), 5 * MIB, 6 * MIB - 1);
 	quiet(og, 4);
 	piece(&c, og, "/object.bin", half, half + MIB - 1, NULL);
 	want_range(want, sizeof(want), half, half + MIB - 1);
-	want_range(want, sizeof(want), half + MIB, half + MIB + g - 1);
+	want_range(want, sizeof(want), half + MIB, half + 2 * MIB - 1);
 	quiet(og, 6);
-	/* Where a piece starts, but one byte longer than it. */
+	/* Where a piece starts, but longer than it. */
 	piece(&c, og, "/object.bin", half + MIB, half + MIB + g, NULL);
 	want_range(want, sizeof(want), half + MIB, half + MIB + g);
 	want_range(want, sizeof(want), half + MIB + g + 1, half + MIB + g + grown(g + 1));
@@ -898,7 +899,8 @@ held_pieces_are_private(void)
 	want_range(want, sizeof(want), 0, MIB - 1);
 	want_range(want, sizeof(want), MIB, MIB + g - 1);
 	want_range(want, sizeof(want), MIB, 2 * MIB - 1);
-	want_range(want, sizeof(want), 2 * MIB, 2 * MIB + g - 1);
+	/* The second piece of one length: the next is fetched exactly that long. */
+	want_range(want, sizeof(want), 2 * MIB, 3 * MIB - 1);
 
 	piece(&c, og, "/cookie.bin", 0, MIB - 1, "Cookie: session=one\r\n");
 	quiet(og, 2);
@@ -915,6 +917,12 @@ held_pieces_are_private(void)
 	counts(4, 0, 0, 0, 2, 0, 0);
 
 	/* Another address is another client: not even a miss, and its answer predicts for it. */
+	want[0] = '\0';
+	want_range(want, sizeof(want), 0, MIB - 1);
+	want_range(want, sizeof(want), MIB, MIB + g - 1);
+	want_range(want, sizeof(want), MIB, 2 * MIB - 1);
+	/* The other client's first piece: its own download's, grown by 1/0.95. */
+	want_range(want, sizeof(want), 2 * MIB, 2 * MIB + g - 1);
 	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
 	quiet(og, 10);
 	client_open_from(&other, px.port, "127.0.0.2");
@@ -923,11 +931,11 @@ held_pieces_are_private(void)
 	quiet(og, 12);
 	origin_saw(og, "/object.bin", want);
 	counts(6, 0, 0, 0, 2, 0, 0);
-	/* The piece stayed for its owner. */
+	/* The piece stayed for its owner, whose second piece of one length predicts exactly. */
 	piece(&c, og, "/object.bin", MIB, 2 * MIB - 1, NULL);
 	quiet(og, 13);
 	client_close(&c);
-	want_range(want, sizeof(want), 2 * MIB, 2 * MIB + g - 1);
+	want_range(want, sizeof(want), 2 * MIB, 3 * MIB - 1);
 	origin_saw(og, "/object.bin", want);
 	counts(7, 1, 0, 0, 2, 0, 0);
 	stop_proxy();
