@@ -369,8 +369,9 @@ dispatch_each_idle_host(const struct dispatch *d,
 
 /* ---- answers -------------------------------------------------------------- */
 
+/* What the counters say of a client request's connection (the proxy's own are not counted). */
 static void
-serve(struct dispatch_waiter *w, struct dispatch_conn *dc, enum dispatch_source source)
+count_source(enum dispatch_source source)
 {
 	switch (source) {
 	case DISPATCH_FROM_POOL:
@@ -386,6 +387,13 @@ serve(struct dispatch_waiter *w, struct dispatch_conn *dc, enum dispatch_source 
 		kp_stats.connects_won++;
 		break;
 	}
+}
+
+static void
+serve(struct dispatch_waiter *w, struct dispatch_conn *dc, enum dispatch_source source)
+{
+	if (!w->background)
+		count_source(source);
 	dc->trigger = NULL;
 	if (w->background && dc->host) {
 		dc->background = true;

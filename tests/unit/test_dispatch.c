@@ -438,6 +438,10 @@ background_never_connects(void **state)
 	assert_int_equal(fx.r[0].answered, 2);
 	assert_ptr_equal(upstream_of(&fx.r[0]), fakes.made[0]);
 	assert_int_equal(fakes.connects, 1);
+	/* The counters count clients' requests: the proxy's own is not one. */
+	assert_int_equal(kp_stats.requests_on_new, 1);
+	assert_int_equal(kp_stats.requests_on_freed + kp_stats.requests_on_reused, 0);
+	assert_int_equal(kp_stats.upstream_reuses, 0);
 }
 
 /* A freed connection goes to a waiting client request before a background one, whatever came first. */
