@@ -1,6 +1,7 @@
 #include "kp/readahead.h"
 
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,42 +302,73 @@ static const struct exchange_ops fetch_ops = {
 };
 
 /*
- * The request for next: the head the proxy sent for the piece before, with
- * its Range moved on. Every other field stays: the origin must see the
- * same client it answered.
+ * Writes the start line and the fields of h, but for those named in skip
+ * (NULL-terminated), to out; false if they do not fit. The caller adds its
+ * own fields and the empty line.
  */
-static ssize_t
-next_request(const struct http_head *h, const char *base, const struct byte_range *next,
-             struct buf *out)
+static bool
+copy_head(const struct http_head *h, const char *base, const char *const skip[],
+          struct buf *out)
 {
 	const char *line_end = memchr(base, '\n', h->head_len);
 	char *p = buf_tail(out);
 	size_t room = buf_room(out), n;
-	int w;
 
-	if (!line_end)
-		return -1;
+	if (!line_end || (size_t)(line_end + 1 - base) > room)
+		return false;
 	n = (size_t)(line_end + 1 - base);
-	if (n > room)
-		return -1;
 	memcpy(p, base, n);
 	for (unsigned i = 0; i < h->nfields; i++) {
 		const struct http_field *f = &h->fields[i];
+		bool skipped = false;
+		int w;
 
-		if (http_span_is(base, f->name, "range"))
-			w = snprintf(p + n, room - n, "Range: bytes=%llu-%llu\r\n",
-			             (unsigned long long)next->first, (unsigned long long)next->last);
-		else
-			w = snprintf(p + n, room - n, "%.*s: %.*s\r\n", (int)f->name.len,
-			             base + f->name.off, (int)f->value.len, base + f->value.off);
+		for (const char *const *name = skip; *name && !skipped; name++)
+			skipped = http_span_is(base, f->name, *name);
+		if (skipped)
+			continue;
+		w = snprintf(p + n, room - n, "%.*s: %.*s\r\n", (int)f->name.len, base + f->name.off,
+		             (int)f->value.len, base + f->value.off);
 		if (w < 0 || (size_t)w >= room - n)
-			return -1;
+			return false;
 		n += (size_t)w;
 	}
-	if (room - n < 3)
-		return -1;
-	memcpy(p + n, "\r\n", 2);
-	return (ssize_t)(n + 2);
+	out->end += n;
+	return true;
+}
+
+/* Adds what printf makes of fmt to out; false if it does not fit. */
+static bool append(struct buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool
+append(struct buf *out, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	va_start(ap, fmt);
+	w = vsnprintf(buf_tail(out), buf_room(out), fmt, ap);
+	va_end(ap);
+	if (w < 0 || (size_t)w >= buf_room(out))
+		return false;
+	out->end += (size_t)w;
+	return true;
+}
+
+/*
+ * The request for next: the head the proxy sent for the piece before, with
+ * its Range moved on. Every other field stays: the origin must see the
+ * same client it answered.
+ */
+static bool
+next_request(const struct http_head *h, const char *base, const struct byte_range *next,
+             struct buf *out)
+{
+	static const char *const skip[] = {"range", NULL};
+
+	return copy_head(h, base, skip, out) &&
+	       append(out, "Range: bytes=%llu-%llu\r\n\r\n", (unsigned long long)next->first,
+	              (unsigned long long)next->last);
 }
 
 /* Starts fetching next for the stream; false when it was not made (memory, or an error). */
@@ -349,7 +381,6 @@ fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_he
 	size_t charged = (size_t)(next->last - next->first + 1) + cfg->max_header_bytes + HEAD_ROOM;
 	struct http_target target = *ask->target;
 	struct ra_entry *e;
-	ssize_t len;
 
 	if (ra->charged + charged > cfg->read_ahead_memory) {
 		kp_stats.readahead_throttled++;
@@ -357,12 +388,11 @@ fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_he
 	}
 	if (!(e = calloc(1, sizeof(*e))))
 		return false;
-	if (!(e->req = buf_get()) || (len = next_request(req, rbase, next, e->req)) < 0) {
+	if (!(e->req = buf_get()) || !next_request(req, rbase, next, e->req)) {
 		buf_put(e->req);
 		free(e);
 		return false;
 	}
-	e->req->end = (size_t)len;
 	e->stream = s;
 	e->range = *next;
 	e->to_end = next->last == complete - 1;
@@ -455,34 +485,13 @@ static bool
 slice_head(const struct http_head *h, const char *base, const struct byte_range *got,
            uint64_t complete, struct buf *out)
 {
-	const char *line_end = memchr(base, '\n', h->head_len);
-	char *p = buf_tail(out);
-	size_t room = buf_room(out), n;
-	int w;
+	static const char *const skip[] = {"content-range", "content-length", NULL};
 
-	if (!line_end || (size_t)(line_end + 1 - base) > room)
-		return false;
-	n = (size_t)(line_end + 1 - base);
-	memcpy(p, base, n);
-	for (unsigned i = 0; i < h->nfields; i++) {
-		const struct http_field *f = &h->fields[i];
-
-		if (http_span_is(base, f->name, "content-range") ||
-		    http_span_is(base, f->name, "content-length"))
-			continue;
-		w = snprintf(p + n, room - n, "%.*s: %.*s\r\n", (int)f->name.len, base + f->name.off,
-		             (int)f->value.len, base + f->value.off);
-		if (w < 0 || (size_t)w >= room - n)
-			return false;
-		n += (size_t)w;
-	}
-	w = snprintf(p + n, room - n, "Content-Range: bytes %llu-%llu/%llu\r\nContent-Length: %llu\r\n\r\n",
-	             (unsigned long long)got->first, (unsigned long long)got->last,
-	             (unsigned long long)complete, (unsigned long long)(got->last - got->first + 1));
-	if (w < 0 || (size_t)w >= room - n)
-		return false;
-	out->end += n + (size_t)w;
-	return true;
+	return copy_head(h, base, skip, out) &&
+	       append(out, "Content-Range: bytes %llu-%llu/%llu\r\nContent-Length: %llu\r\n\r\n",
+	              (unsigned long long)got->first, (unsigned long long)got->last,
+	              (unsigned long long)complete,
+	              (unsigned long long)(got->last - got->first + 1));
 }
 
 /*
