@@ -660,6 +660,27 @@ read_file_all(const char *path, size_t *len)
 	return buf;
 }
 
+char *
+wait_file_lines(const char *path, unsigned n, int timeout_ms)
+{
+	double deadline = now_s() + timeout_ms / 1000.0;
+
+	for (;;) {
+		char *text = read_file_all(path, NULL);
+		unsigned lines = 0;
+
+		for (char *p = text; p && (p = strchr(p, '\n')) != NULL; p++)
+			lines++;
+		if (lines >= n)
+			return text;
+		if (now_s() > deadline)
+			fail_msg("%s has fewer than %u lines after %d ms:\n%s", path, n, timeout_ms,
+			         text ? text : "");
+		free(text);
+		sleep_ms(5);
+	}
+}
+
 void
 write_pattern_file(const char *path, uint64_t len)
 {

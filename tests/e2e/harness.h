@@ -93,6 +93,12 @@ const char *require_program(const char *name, const char *env_override);
 
 /* Whole file into memory (NUL-terminated); NULL if unreadable. */
 char *read_file_all(const char *path, size_t *len);
+/*
+ * The file's text once it holds at least n lines (a log written by another
+ * process, perhaps once a second); fails the test after timeout_ms. The
+ * caller frees it.
+ */
+char *wait_file_lines(const char *path, unsigned n, int timeout_ms);
 /* Writes len pattern bytes to path. */
 void write_pattern_file(const char *path, uint64_t len);
 /* dir/name into buf; fails the test if it does not fit. */

@@ -14,25 +14,6 @@
 
 static struct proxy px;
 
-/* The file's text once it holds at least n lines (waits up to 3 s). */
-static char *
-wait_lines(const char *path, unsigned n)
-{
-	for (int i = 0; i < 300; i++) {
-		char *text = read_file_all(path, NULL);
-		unsigned lines = 0;
-
-		for (char *p = text; p && (p = strchr(p, '\n')) != NULL; p++)
-			lines++;
-		if (lines >= n)
-			return text;
-		free(text);
-		sleep_ms(10);
-	}
-	fail_msg("%s has fewer than %u lines after 3 s", path, n);
-	return NULL;
-}
-
 static void
 one_line_per_request(void)
 {
@@ -54,7 +35,7 @@ one_line_per_request(void)
 	request_once(px.port, NULL, "GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", &r);
 	assert_status(&r, 400);
 	response_free(&r);
-	text = wait_lines(log, 4);
+	text = wait_file_lines(log, 4, 3000);
 	snprintf(line, sizeof(line), " 127.0.0.1:");
 	assert_non_null(strstr(text, line));
 	snprintf(line, sizeof(line), " GET http://127.0.0.1:%d/first 200 2 ", origin_port(og));
@@ -75,7 +56,7 @@ one_line_per_request(void)
 	kill(px.pid, SIGHUP);
 	sleep_ms(200);
 	expect_get(px.port, og, "/third", 200, "ok");
-	text = wait_lines(log, 1);
+	text = wait_file_lines(log, 1, 3000);
 	assert_non_null(strstr(text, "/third 200"));
 	free(text);
 	proxy_stop(&px);
@@ -92,7 +73,7 @@ query_kept_when_asked(void)
 	snprintf(log, sizeof(log), "%s/access.log", harness_temp_dir());
 	proxy_start(&px, args);
 	expect_get(px.port, og, "/q?page=2", 200, "ok");
-	text = wait_lines(log, 1);
+	text = wait_file_lines(log, 1, 3000);
 	assert_non_null(strstr(text, "/q?page=2 200"));
 	free(text);
 	proxy_stop(&px);

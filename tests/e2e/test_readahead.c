@@ -562,25 +562,6 @@ get_piece(struct client *c, struct origin *og, const char *path, uint64_t first,
 #define piece(c, og, path, first, last, fields)                                                    \
 	get_piece((c), (og), (path), (first), (last), (fields), __FILE__, __LINE__)
 
-/* The access log once it holds n lines (waits up to 3 s: it is written once a second). */
-static char *
-access_lines(unsigned n)
-{
-	for (int i = 0; i < 300; i++) {
-		char *text = read_file_all(access_log, NULL);
-		unsigned lines = 0;
-
-		for (char *p = text; p && (p = strchr(p, '\n')) != NULL; p++)
-			lines++;
-		if (lines >= n)
-			return text;
-		free(text);
-		sleep_ms(10);
-	}
-	fail_msg("%s has fewer than %u lines after 3 s", access_log, n);
-	return NULL;
-}
-
 static unsigned
 count_text(const char *text, const char *what)
 {
@@ -674,7 +655,7 @@ consecutive_ranges_are_hits(void)
 	assert_int_equal(stats_get(line, "wasted"), 2 * (g - MIB));
 	assert_int_equal(stats_get(line, "held"), 0);
 
-	text = access_lines(4);
+	text = wait_file_lines(access_log, 4, 3000);
 	if (count_text(text, " 206 ") != 4 || count_text(text, "ms read-ahead\n") != 3 ||
 	    count_text(text, "ms new\n") != 1)
 		fail_msg("expected four 206 lines, the last three served by read-ahead:\n%s", text);
@@ -1291,24 +1272,6 @@ nginx_start(struct nginx *ng, const char *dir, bool tls)
 	harness_defer(nginx_stop, ng);
 }
 
-/* nginx's access log once it has n lines; fails after WAIT_MS. */
-static char *
-nginx_lines(const struct nginx *ng, unsigned n)
-{
-	double deadline = now_s() + WAIT_MS / 1000.0;
-
-	for (;;) {
-		char *text = read_file_all(ng->access_log, NULL);
-
-		if (text && count_text(text, "\n") >= n)
-			return text;
-		if (now_s() > deadline)
-			fail_msg("nginx logged fewer than %u requests:\n%s", n, text ? text : "");
-		free(text);
-		sleep_ms(5);
-	}
-}
-
 /* Runs a program to completion; fails the test unless it exits 0. */
 static void
 run_ok(const char *const argv[], const char *log)
@@ -1387,12 +1350,12 @@ curl_downloads_in_ranges(struct nginx *ng, const char *url, const char *cacert)
 		curl_range(url, range, dest, cacert, log);
 		assert_file_piece(dest, k * MIB, MIB);
 		/* The pieces fetched meanwhile are logged, and the proxy's connection is idle. */
-		free(nginx_lines(ng, seen_after[k]));
+		free(wait_file_lines(ng->access_log, seen_after[k], WAIT_MS));
 		metric_becomes("keepalive_proxy_idle_upstream_connections", 1);
 	}
 	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
 	counts(3, 3, 0, 0, 0, 0, 0);
-	text = nginx_lines(ng, 4);
+	text = wait_file_lines(ng->access_log, 4, WAIT_MS);
 	snprintf(want, sizeof(want),
 	         "206 \"bytes=0-1048575\" 1048576\n"
 	         "206 \"bytes=1048576-%llu\" %llu\n"
