@@ -180,9 +180,6 @@ conn_fill(struct conn *c, struct buf *b, size_t *got)
 {
 	enum move_status r;
 
-	*got = 0;
-	if (c->eof)
-		return c->reset ? MOVE_ERROR : MOVE_EOF;
 	if (buf_room(b) == 0)
 		buf_compact(b);
 	r = conn_read(c, buf_tail(b), buf_room(b), got);

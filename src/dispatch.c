@@ -723,37 +723,18 @@ dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
 }
 
 static void
-fail_queue(struct dispatch_waiter *(*oldest)(struct dispatch_host *), struct dispatch_host *h)
-{
-	struct dispatch_waiter *w;
-
-	while ((w = oldest(h)) != NULL) {
-		unlink_connect(w);
-		dequeue(w);
-		w->failed(w, 503, "shutting down");
-	}
-}
-
-static struct dispatch_waiter *
-first_client(struct dispatch_host *h)
-{
-	return h->oldest;
-}
-
-static struct dispatch_waiter *
-first_background(struct dispatch_host *h)
-{
-	return h->bg_oldest;
-}
-
-static void
 free_host(struct table_node *n, void *arg)
 {
 	struct dispatch *d = arg;
 	struct dispatch_host *h = container_of(n, struct dispatch_host, node);
+	struct dispatch_waiter *w;
 
-	fail_queue(first_client, h);
-	fail_queue(first_background, h);
+	/* Client requests first, then the background ones: each is told, in queue order. */
+	while ((w = h->oldest ? h->oldest : h->bg_oldest) != NULL) {
+		unlink_connect(w);
+		dequeue(w);
+		w->failed(w, 503, "shutting down");
+	}
 	table_remove(&d->hosts, n);
 	free(h);
 }
