@@ -522,7 +522,7 @@ ex_heard(struct exchange *ex)
 		return;
 	ask = ask_of(c);
 	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->src->head,
-	                buf_head(ex->src->in));
+	                buf_head(ex->src->in), ex->src->conn.fd);
 }
 
 static const struct exchange_ops client_exchange_ops = {

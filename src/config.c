@@ -80,7 +80,7 @@ config_defaults(struct kp_config *cfg)
 	 */
 	cfg->read_ahead_memory = 32u << 20;
 	/* Two: one piece arriving while the one before is read, and the one after that. */
-	cfg->read_ahead_depth = 2;
+	cfg->read_ahead_depth = 4;
 	cfg->verbosity = 0;
 }
 
@@ -388,7 +388,7 @@ const struct config_option config_options[] = {
 	 "(default 33554432)",
 	 SIZE(read_ahead_memory, 1048576, 17179869184UL,
 	      "read-ahead memory must be 1048576-17179869184 bytes")},
-	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 2)",
+	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 4)",
 	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},
 	{"verbose", 'v', NULL, "more logging; repeat for more",
 	 .kind = CONFIG_OPT_COUNT, .field = FIELD(verbosity, int)},

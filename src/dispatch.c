@@ -41,15 +41,23 @@ struct dispatch_conn {
 	bool bound;                      /* the connect belongs to trigger alone (fresh, tunnel) */
 	bool racing;                     /* counted in host->racing */
 	bool background;                 /* carrying a background request: counted in host->background_busy */
+	/* Requests written behind the one in progress, answered in this order (RFC 9112 9.3.2). */
+	struct dispatch_waiter *piped_oldest, *piped_newest;
+	unsigned piped;
+	bool sent;                       /* the request in progress is all written */
+	bool from_pipeline;              /* the exchange in progress was pipelined */
+	bool pipelines;                  /* it answered a pipelined request correctly */
+	bool spoiled;                    /* an answer on its way is nobody's: never reused */
 	struct pool_entry idle;          /* pool membership and idle expiry */
 	struct dispatch_conn *prev, *next;   /* d->live */
 	struct dispatch_conn *dead_next;     /* d->dead */
 };
 
-const char *const dispatch_source_names[3] = {
+const char *const dispatch_source_names[4] = {
 	[DISPATCH_FROM_POOL] = "pooled",
 	[DISPATCH_FROM_CONNECT] = "new",
 	[DISPATCH_FROM_FREED] = "freed-up",
+	[DISPATCH_FROM_PIPELINE] = "pipelined",
 };
 
 static const struct source_ops conn_source_ops;
@@ -210,6 +218,131 @@ uncount(struct dispatch_conn *dc)
 	schedule_check(h);
 }
 
+/* ---- pipelining: requests written on a busy connection ------------------- */
+
+static struct dispatch_waiter *
+unpipe_oldest(struct dispatch_conn *dc)
+{
+	struct dispatch_waiter *w = dc->piped_oldest;
+
+	if (!w)
+		return NULL;
+	dc->piped_oldest = w->next;
+	if (dc->piped_oldest)
+		dc->piped_oldest->prev = NULL;
+	else
+		dc->piped_newest = NULL;
+	w->next = w->prev = NULL;
+	w->piped_on = NULL;
+	dc->piped--;
+	return w;
+}
+
+/* w no longer wants the answer written for it: the connection cannot be reused after it. */
+static void
+unpipe(struct dispatch_waiter *w)
+{
+	struct dispatch_conn *dc = w->piped_on;
+
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		dc->piped_oldest = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		dc->piped_newest = w->prev;
+	w->next = w->prev = NULL;
+	w->piped_on = NULL;
+	dc->piped--;
+	dc->spoiled = true;
+}
+
+/* Their answers will never come: each is told, oldest first. */
+static void
+fail_piped(struct dispatch_conn *dc, const char *why)
+{
+	struct dispatch_waiter *w;
+
+	while ((w = unpipe_oldest(dc)) != NULL)
+		w->failed(w, 502, why);
+}
+
+/*
+ * May a fetch ahead be written on dc now, behind the request in progress?
+ * Only on a connection whose origin has answered a pipelined request
+ * correctly, or, to find that out, behind another fetch ahead: a client
+ * request never shares a connection with a first try. At most
+ * --read-ahead-depth behind one in progress.
+ */
+static bool
+can_pipeline(const struct dispatch_conn *dc)
+{
+	return dc->host && dc->up.state == UPSTREAM_BUSY && dc->sent && !dc->spoiled &&
+	       dc->piped < dc->d->cfg->read_ahead_depth && (dc->pipelines || dc->background);
+}
+
+/*
+ * Writes w's request on dc. True when it went out whole; false when the
+ * socket took none of it (try elsewhere or later). A request cut short
+ * spoils the connection and fails w.
+ */
+static bool
+pipeline_onto(struct dispatch_conn *dc, struct dispatch_waiter *w)
+{
+	ssize_t n = conn_send_two(&dc->up.src.conn, w->request, w->request_len, NULL, 0);
+
+	if (n == 0)
+		return false;
+	if (w->host)
+		dequeue(w);
+	if (n != (ssize_t)w->request_len) {
+		dc->spoiled = true;
+		w->failed(w, 502, "a pipelined request could not be written whole");
+		return true;
+	}
+	kp_stats.bytes_to_upstreams += (uint64_t)n;
+	w->piped_on = dc;
+	w->background = true;
+	w->next = NULL;
+	w->prev = dc->piped_newest;
+	if (dc->piped_newest)
+		dc->piped_newest->next = w;
+	else
+		dc->piped_oldest = w;
+	dc->piped_newest = w;
+	dc->piped++;
+	log_debug("upstream %s fd %d: request pipelined (%u behind the one in progress)",
+	          dc->up.key, dc->up.src.conn.fd, dc->piped);
+	return true;
+}
+
+/* A new fetch ahead: on a busy connection of its host that may take it, if there is one. */
+static bool
+pipeline_somewhere(struct dispatch_host *h, struct dispatch_waiter *w)
+{
+	if (!w->request)
+		return false;
+	for (struct dispatch_conn *dc = h->d->live; dc; dc = dc->next)
+		if (dc->host == h && can_pipeline(dc))
+			return pipeline_onto(dc, w);
+	return false;
+}
+
+/* dc's request went out: the fetches ahead waiting for its host may follow it. */
+static void
+pipeline_waiting(struct dispatch_conn *dc)
+{
+	struct dispatch_host *h = dc->host;
+	struct dispatch_waiter *w, *next;
+
+	for (w = h ? h->bg_oldest : NULL; w && can_pipeline(dc); w = next) {
+		next = w->next;
+		if (w->request && !pipeline_onto(dc, w))
+			break;
+	}
+}
+
 /* The connection closed: forget it; it is freed at the end of the iteration. */
 static void
 conn_gone(struct upstream *up)
@@ -222,6 +355,7 @@ conn_gone(struct upstream *up)
 		pool_remove(&dc->idle);
 		count_unpooled(d);
 	}
+	fail_piped(dc, "the connection closed before a pipelined request was answered");
 	if (dc->prev)
 		dc->prev->next = dc->next;
 	else
@@ -386,6 +520,8 @@ count_source(enum dispatch_source source)
 		kp_stats.requests_on_new++;
 		kp_stats.connects_won++;
 		break;
+	case DISPATCH_FROM_PIPELINE:
+		break;   /* only the proxy's own requests are pipelined */
 	}
 }
 
@@ -399,6 +535,7 @@ serve(struct dispatch_waiter *w, struct dispatch_conn *dc, enum dispatch_source 
 		dc->background = true;
 		dc->host->background_busy++;
 	}
+	dc->sent = dc->from_pipeline = false;
 	upstream_begin(&dc->up);
 	w->source = source;
 	log_debug("upstream %s fd %d: %s (exchange %u)", dc->up.key, dc->up.src.conn.fd,
@@ -504,17 +641,65 @@ end_background(struct dispatch_conn *dc)
 	dc->background = false;
 }
 
+/*
+ * The exchange in progress is over and requests were pipelined behind it:
+ * the oldest gets the connection as it is, with whatever of its answer
+ * was already read. If the one before did not end cleanly, no answer
+ * behind it can be trusted.
+ */
+static void
+serve_piped(struct dispatch_conn *dc, bool reusable)
+{
+	struct dispatch_waiter *w;
+
+	upstream_end(&dc->up);
+	if (!reusable || dc->spoiled) {
+		upstream_close(&dc->up);   /* tells the pipelined ones */
+		return;
+	}
+	w = unpipe_oldest(dc);
+	if (dc->host) {
+		dc->background = true;
+		dc->host->background_busy++;
+	}
+	/* Its request is written already: the next fetch may follow it at once. */
+	dc->sent = dc->from_pipeline = true;
+	upstream_continue(&dc->up);
+	w->source = DISPATCH_FROM_PIPELINE;
+	log_debug("upstream %s fd %d: pipelined (exchange %u)", dc->up.key, dc->up.src.conn.fd,
+	          dc->up.exchanges + 1);
+	w->ready(w, &dc->up.src);
+	if (dc->up.state == UPSTREAM_BUSY && dc->host && dc->sent)
+		pipeline_waiting(dc);
+}
+
 static void
 source_release(struct source *src, bool reusable)
 {
 	struct dispatch_conn *dc = conn_of_source(src);
 
 	end_background(dc);
-	if (!upstream_end(&dc->up) || !reusable) {
+	if (reusable && dc->from_pipeline)
+		dc->pipelines = true;
+	if (dc->piped_oldest) {
+		serve_piped(dc, reusable);
+		return;
+	}
+	if (!upstream_end(&dc->up) || !reusable || dc->spoiled) {
 		upstream_close(&dc->up);
 		return;
 	}
 	connection_free(dc);
+}
+
+/* The request in progress is all written: fetches ahead may follow it on the connection. */
+static void
+source_sent(struct source *src)
+{
+	struct dispatch_conn *dc = conn_of_source(src);
+
+	dc->sent = true;
+	pipeline_waiting(dc);
 }
 
 static void
@@ -535,6 +720,7 @@ source_detach(struct source *src)
 
 static const struct source_ops conn_source_ops = {
 	.release = source_release,
+	.sent = source_sent,
 	.close = source_close,
 	.detach = source_detach,
 };
@@ -580,6 +766,7 @@ dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dis
 
 	w->host = NULL;
 	w->connect = NULL;
+	w->piped_on = NULL;
 	w->prev = w->next = NULL;
 	w->background = false;
 	w->since = clock_now(d->clock);
@@ -604,14 +791,16 @@ dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dis
 		start_connect(h, w, true);
 		return;
 	}
+	if (how == DISPATCH_AHEAD && pipeline_somewhere(h, w))
+		return;
 	if ((dc = take_pooled(d, t->key)) != NULL) {
-		w->background = how == DISPATCH_BACKGROUND;
+		w->background = how == DISPATCH_BACKGROUND || how == DISPATCH_AHEAD;
 		serve(w, dc, DISPATCH_FROM_POOL);
 		return;
 	}
-	if (how == DISPATCH_BACKGROUND || !under_cap(h)) {
+	if (how == DISPATCH_BACKGROUND || how == DISPATCH_AHEAD || !under_cap(h)) {
 		/* A connection that frees up, or (client requests) a slot, comes later. */
-		enqueue(h, w, how == DISPATCH_BACKGROUND);
+		enqueue(h, w, how == DISPATCH_BACKGROUND || how == DISPATCH_AHEAD);
 		return;
 	}
 	if (!d->race) {
@@ -631,6 +820,10 @@ dispatch_cancel(struct dispatch_waiter *w)
 
 	if (w->host)
 		dequeue(w);
+	if (w->piped_on) {
+		unpipe(w);
+		return;
+	}
 	if (!dc)
 		return;
 	unlink_connect(w);

@@ -224,8 +224,8 @@ exchange_promote(struct exchange *ex)
 	if (!ex->background)
 		return;
 	ex->background = false;
-	/* Already on a connection: it is as fast as it will get. */
-	if (!dispatch_waiting(&ex->waiter))
+	/* On a connection, or pipelined on one: it is as fast as it will get. */
+	if (!dispatch_waiting(&ex->waiter) || dispatch_piped(&ex->waiter))
 		return;
 	dispatch_cancel(&ex->waiter);
 	t = dispatch_target_of(ex);
@@ -297,11 +297,15 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 	ex->req = REQ_SENDING;
 	ex->resp = RESP_HEAD;
 	ex->target = *target;
-	ex->background = how == DISPATCH_BACKGROUND;
+	ex->background = how == DISPATCH_BACKGROUND || how == DISPATCH_AHEAD;
+	ex->background_how = how;
 	if (len > buf_capacity() || !(ex->req_head = buf_get()))
 		return -1;
 	memcpy(buf_tail(ex->req_head), head, len);
 	ex->req_head->end = len;
+	/* Sent as it is (no body follows): dispatch may write it on a busy connection. */
+	ex->waiter.request = how == DISPATCH_AHEAD ? buf_head(ex->req_head) : NULL;
+	ex->waiter.request_len = how == DISPATCH_AHEAD ? len : 0;
 	choose_key(ex);
 	dispatch_or_serve(ex, NULL, how);
 	return 0;
@@ -441,6 +445,11 @@ ready(struct dispatch_waiter *w, struct source *src)
 	src->reader = &ex->reader;
 	ex->held = src->held;
 	ex->resp_received = 0;
+	/* Dispatch wrote the request behind another's: only its answer is left. */
+	if (w->source == DISPATCH_FROM_PIPELINE) {
+		ex->req_head_sent = buf_len(ex->req_head);
+		ex->req = REQ_DONE;
+	}
 	/* Splice needs both ends to be plain sockets. */
 	if (!conn_pair_splices(&src->conn, ex->down))
 		ex->copy_body = true;
@@ -523,7 +532,7 @@ source_lost(struct exchange *ex, const char *why)
 		log_debug("client fd %d: %s: the response held in memory cannot be served; asking "
 		          "the origin",
 		          ex->down->fd, ex->target.key);
-		redispatch(ex, ex->background ? DISPATCH_BACKGROUND : DISPATCH_ANY);
+		redispatch(ex, ex->background ? ex->background_how : DISPATCH_ANY);
 		return;
 	}
 	if (!retry_allowed(&facts)) {
@@ -535,8 +544,8 @@ source_lost(struct exchange *ex, const char *why)
 	          ex->target.key, why);
 	kp_stats.upstream_retries++;
 	ex->retries++;
-	/* A background request connects for nothing: it waits again for a spare connection. */
-	redispatch(ex, ex->background ? DISPATCH_BACKGROUND : DISPATCH_FRESH);
+	/* A background request never takes a fresh connection: it asks as it did the first time. */
+	redispatch(ex, ex->background ? ex->background_how : DISPATCH_FRESH);
 }
 
 /* Frames what the client has sent so far into req_pending. -1: the exchange ended. */
@@ -604,6 +613,8 @@ pump_request(struct exchange *ex)
 		if (framer_done(&ex->req_body)) {
 			ex->req = REQ_DONE;
 			rearm(ex);
+			if (ex->src->ops->sent)
+				ex->src->ops->sent(ex->src);
 			break;
 		}
 		if (ex->down->eof) {

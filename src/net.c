@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -160,6 +161,19 @@ net_idle_alive(int fd)
 	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+double
+net_rtt(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_rtt) + sizeof(ti.tcpi_rtt))
+		return 0;
+	return ti.tcpi_rtt / 1e6;
 }
 
 const char *

@@ -13,6 +13,7 @@
 #include "kp/exchange.h"
 #include "kp/log.h"
 #include "kp/memconn.h"
+#include "kp/net.h"
 #include "kp/ranges.h"
 #include "kp/stats.h"
 #include "kp/table.h"
@@ -43,6 +44,7 @@ struct ra_entry {
 	uint64_t served;                 /* the most body bytes one client was given */
 	size_t charged;                  /* bytes counted against --read-ahead-memory */
 	ev_tstamp held_since;
+	ev_tstamp head_at;               /* its response head arrived; 0: not yet */
 	struct buf *req;                 /* the request the proxy sent: compared with clients' */
 	struct buf *in, *out;            /* the fetch exchange's buffers */
 	struct memstore store;
@@ -60,6 +62,8 @@ struct ra_stream {
 	bool uniform;                    /* every piece answered so far had one length */
 	bool stopped;                    /* a piece was refused: no more predictions */
 	bool has_identity;
+	double rtt;                      /* seconds, of the last connection it came over; 0: unknown */
+	double rate;                     /* bytes/s, the fastest a fetch of it arrived; 0: unknown */
 	struct object_identity id;       /* of the last piece answered; spans into id_text */
 	char id_text[512];
 	ev_tstamp used;                  /* last asked or answered */
@@ -251,6 +255,36 @@ fetch_abort(struct exchange *ex, const char *why)
 	fetch_failed(entry_of(ex), why ? why : "closed");
 }
 
+/* Its head came: the clock for its rate starts, and its connection tells the round trip. */
+static void
+fetch_heard(struct exchange *ex)
+{
+	struct ra_entry *e = entry_of(ex);
+	double rtt = net_rtt(ex->src->conn.fd);
+
+	e->head_at = clock_now(e->stream->ra->env->clock);
+	if (rtt > 0)
+		e->stream->rtt = rtt;
+}
+
+/*
+ * The rate one fetch's body arrived at, head to end. The fastest seen is
+ * kept: a fetch sharing the path with the client's own request or another
+ * fetch sees only its share, and the path is what depth must cover.
+ */
+static void
+time_fetch(struct ra_entry *e)
+{
+	double took = clock_now(e->stream->ra->env->clock) - e->head_at;
+	double rate;
+
+	if (e->head_at <= 0 || took <= 0)
+		return;
+	rate = (double)(e->range.last - e->range.first + 1) / took;
+	if (rate > e->stream->rate)
+		e->stream->rate = rate;
+}
+
 static void
 fetch_finished(struct exchange *ex)
 {
@@ -262,6 +296,7 @@ fetch_finished(struct exchange *ex)
 		return;
 	}
 
+	time_fetch(e);
 	/* Its end is the end of the store: readers past the last byte see EOF. */
 	conn_shutdown_write(&e->store.writer);
 	e->state = ENTRY_HELD;
@@ -299,6 +334,7 @@ static const struct exchange_ops fetch_ops = {
 	.finished = fetch_finished,
 	.tunnel_opened = fetch_tunnel_opened,
 	.wait = fetch_wait,
+	.heard = fetch_heard,
 };
 
 /*
@@ -409,8 +445,8 @@ fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_he
 	kp_stats.readahead_predicted++;
 	log_debug("read-ahead %s bytes=%llu-%llu", ask->key, (unsigned long long)next->first,
 	          (unsigned long long)next->last);
-	if (exchange_start(&e->ex, &target, buf_head(e->req), buf_len(e->req),
-	                   DISPATCH_BACKGROUND) < 0)
+	if (exchange_start(&e->ex, &target, buf_head(e->req), buf_len(e->req), DISPATCH_AHEAD) <
+	    0)
 		fetch_failed(e, "request head too large");
 	return true;
 }
@@ -561,6 +597,23 @@ reader_done(struct memsource *m)
 	entry_settle(e);
 }
 
+/*
+ * Fetches of the stream still arriving, that no client reads, before e:
+ * pipelined on one connection, e comes after them. A client skipping more
+ * than one of them would wait behind wrong guesses: it asks the origin.
+ */
+static unsigned
+guesses_ahead(const struct ra_stream *s, const struct ra_entry *e)
+{
+	unsigned n = 0;
+
+	for (const struct ra_entry *o = s->entries; o; o = o->next)
+		if (o->state == ENTRY_FETCHING && !o->readers && !o->dead &&
+		    o->range.first < e->range.first)
+			n++;
+	return n;
+}
+
 struct source *
 readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const struct http_head *h,
                 const char *base)
@@ -583,7 +636,7 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	s->used = clock_now(ra->env->clock);
 	e = entry_at(s, asked.first);
 	/* Past what is fetched: an open range only if the piece runs to the end. */
-	if (!e || e->state == ENTRY_FAILED ||
+	if (!e || e->state == ENTRY_FAILED || guesses_ahead(s, e) > 1 ||
 	    (asked.last > e->range.last && !(asked.last == UINT64_MAX && e->to_end)) ||
 	    h->head_len > buf_capacity()) {
 		if (s->entries)
@@ -613,9 +666,33 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 
 /* ---- predicting ----------------------------------------------------------- */
 
+/* Pieces ahead before a fetch has been timed: the next, and one to cover its round trip. */
+#define FIRST_DEPTH 2
+
+/*
+ * Pieces to keep in flight: a request reaches the origin half a round trip
+ * after it is sent and its answer comes back half a round trip later, so
+ * the path stays busy only if the pieces already asked for hold a round
+ * trip's worth of transfer, rtt x rate bytes, on top of the one the client
+ * reads now.
+ */
+static unsigned
+stream_depth(const struct ra_stream *s, uint64_t length, unsigned most)
+{
+	double in_flight = s->rtt * s->rate;
+	uint64_t depth;
+
+	if (s->rtt <= 0 || s->rate <= 0 || length == 0)
+		return FIRST_DEPTH < most ? FIRST_DEPTH : most;
+	if (in_flight >= (double)length * most)
+		return most;
+	depth = 1 + ((uint64_t)in_flight + length - 1) / length;
+	return depth < most ? (unsigned)depth : most;
+}
+
 void
 readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const struct buf *req_head,
-                const struct http_head *resp, const char *rbase)
+                const struct http_head *resp, const char *rbase, int upstream_fd)
 {
 	const struct kp_config *cfg = cfg_of(ra);
 	struct http_parser ps;
@@ -628,6 +705,8 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	char key[9000];
 	struct ra_stream *s;
 	enum range_form form;
+	unsigned depth;
+	double rtt;
 
 	if (resp->status != 206 || !req_head ||
 	    !parse_head(HTTP_REQUEST, base, buf_len((struct buf *)req_head), cfg->max_header_bytes,
@@ -648,6 +727,8 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 		s->uniform = true;
 	}
 	s->used = clock_now(ra->env->clock);
+	if ((rtt = net_rtt(upstream_fd)) > 0)
+		s->rtt = rtt;
 	/* Another object at the same URL: what is held belongs to the old one. */
 	if (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, rbase)) {
 		stream_forget(s);
@@ -676,7 +757,8 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	 * the longest seen / 0.95 covers a client that varies its lengths.
 	 */
 	margin = s->uniform && s->pieces >= 2 ? 0 : s->largest;
-	for (unsigned i = 0; i < (s->uniform ? cfg->read_ahead_depth : 1); i++) {
+	depth = s->uniform ? stream_depth(s, length, cfg->read_ahead_depth) : 1;
+	for (unsigned i = 0; i < depth; i++) {
 		if (!ranges_next(&from, complete, margin, cfg->read_ahead_memory / 2, &next))
 			break;
 		/* Shorter than the piece before, short of the end: the client would miss it. */

@@ -85,6 +85,16 @@ upstream_begin(struct upstream *up)
 	http_parser_start(&up->src.parser, &up->src.head);
 }
 
+void
+upstream_continue(struct upstream *up)
+{
+	set_state(up, UPSTREAM_BUSY);
+	up->src.reused = true;
+	up->src.keep_alive_hint = -1;
+	conn_watch(&up->src.conn, false, false);
+	http_parser_start(&up->src.parser, &up->src.head);
+}
+
 bool
 upstream_end(struct upstream *up)
 {

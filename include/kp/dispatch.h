@@ -19,6 +19,17 @@
  * and never hold a connection against the per-host cap when a client
  * request needs one.
  *
+ * A fetch ahead (DISPATCH_AHEAD) may also be pipelined (RFC 9112 9.3.2):
+ * written on a busy connection of its host once the request in progress
+ * there is all sent, so that its answer follows the one in progress
+ * without the round trip a free connection would cost. Only behind
+ * another fetch ahead until the origin has answered a pipelined request
+ * on that connection correctly, never behind a client request before
+ * that, and at most --read-ahead-depth behind the one in progress. A
+ * client request is never pipelined. When the exchange in progress does
+ * not end cleanly, every request pipelined behind it fails, and so does
+ * one whose request could not be written whole.
+ *
  * Answers come through the waiter embedded in the requester, possibly before
  * dispatch_request() returns: a connection as a source (source.h), given
  * back through the source's own operations. A connect failure goes to the
@@ -63,6 +74,11 @@ struct dispatch_waiter {
 	ev_tstamp since;                     /* when it started waiting */
 	int source;                          /* enum dispatch_source of the last answer */
 	bool background;                     /* in the host's background queue */
+	struct dispatch_conn *piped_on;      /* its request is written on this busy connection */
+
+	/* The requester's, for DISPATCH_AHEAD: the whole request, to pipeline. */
+	const char *request;
+	size_t request_len;
 };
 
 enum dispatch_how {
@@ -70,14 +86,16 @@ enum dispatch_how {
 	DISPATCH_FRESH,      /* a new connection of its own, never pooled before */
 	DISPATCH_TUNNEL,     /* the same, and never to be pooled: not counted per host */
 	DISPATCH_BACKGROUND, /* the proxy's own request: a pooled or freed one nobody else wants */
+	DISPATCH_AHEAD,      /* the same, or pipelined on a busy one (see below) */
 };
 
 /* How a request ended up with its connection, for the counters and logs. */
-extern const char *const dispatch_source_names[3];
+extern const char *const dispatch_source_names[4];
 enum dispatch_source {
-	DISPATCH_FROM_POOL,    /* idle in the pool when it asked */
-	DISPATCH_FROM_CONNECT, /* a connect completed */
-	DISPATCH_FROM_FREED,   /* an exchange ended while it waited */
+	DISPATCH_FROM_POOL,     /* idle in the pool when it asked */
+	DISPATCH_FROM_CONNECT,  /* a connect completed */
+	DISPATCH_FROM_FREED,    /* an exchange ended while it waited */
+	DISPATCH_FROM_PIPELINE, /* its request was written already: the answer is next */
 };
 
 struct dispatch {
@@ -134,7 +152,14 @@ void dispatch_cancel(struct dispatch_waiter *w);
 static inline bool
 dispatch_waiting(const struct dispatch_waiter *w)
 {
-	return w->host != NULL || w->connect != NULL;
+	return w->host != NULL || w->connect != NULL || w->piped_on != NULL;
+}
+
+/* Is w's request written on a busy connection, its answer to follow the one in progress? */
+static inline bool
+dispatch_piped(const struct dispatch_waiter *w)
+{
+	return w->piped_on != NULL;
 }
 
 /* Is w in a host's queue (as opposed to waiting for a connect of its own)? */

@@ -99,7 +99,8 @@ struct exchange {
 	bool dechunk;                 /* payload only, to an HTTP/1.0 client or memory: ends with the stream */
 	bool upstream_reusable;       /* framing and the origin allow pooling afterwards */
 	bool client_keep_alive;       /* the client may send another request afterwards */
-	bool background;              /* the owner's own request: never a connect, even to retry */
+	bool background;              /* the owner's own request: never a fresh connection, even to retry */
+	enum dispatch_how background_how; /* BACKGROUND or AHEAD, as it was started */
 	bool held;                    /* the response comes from memory (read-ahead) */
 	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
 	bool upgrade;                 /* asked the origin to switch protocols */

@@ -66,8 +66,11 @@ struct source *readahead_serve(struct readahead *ra, const struct readahead_ask 
 /*
  * The final response head resp (spans into rbase) answers the request the
  * proxy sent as req_head: if it is a 206 for one range, fetch what follows.
+ * upstream_fd: the origin connection it came over, for its round-trip time;
+ * -1 when it came from memory.
  */
 void readahead_heard(struct readahead *ra, const struct readahead_ask *ask,
-                     const struct buf *req_head, const struct http_head *resp, const char *rbase);
+                     const struct buf *req_head, const struct http_head *resp, const char *rbase,
+                     int upstream_fd);
 
 #endif

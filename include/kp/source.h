@@ -29,6 +29,8 @@ struct source_ops {
 	void (*close)(struct source *s);
 	/* It becomes one side of a tunnel: its bytes are no longer HTTP, it is never reused. */
 	void (*detach)(struct source *s);
+	/* The request is all written (optional): another may be pipelined behind it. */
+	void (*sent)(struct source *s);
 };
 
 struct source {

@@ -104,6 +104,12 @@ void upstream_connect(struct upstream *up);
 /* A new exchange begins on it: fresh facts and parser, no watcher yet. */
 void upstream_begin(struct upstream *up);
 /*
+ * The next exchange begins on it, its request pipelined behind the one just
+ * over: a fresh parser, but the bytes already read and what the socket
+ * said (EOF, reset) stay, since they are that exchange's answer.
+ */
+void upstream_continue(struct upstream *up);
+/*
  * The exchange on it is over and left it clean (nothing unread behind the
  * response): true, and it waits for the owner's next word. False: close it.
  */

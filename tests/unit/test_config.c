@@ -153,7 +153,7 @@ test_defaults(void **state)
 	assert_int_equal(cfg.leaf_cache, 256);
 	assert_false(cfg.read_ahead);
 	assert_int_equal(cfg.read_ahead_memory, 33554432);
-	assert_int_equal(cfg.read_ahead_depth, 2);
+	assert_int_equal(cfg.read_ahead_depth, 4);
 	assert_seconds(cfg.dns_cache_ttl, 60);
 	assert_int_equal(cfg.verbosity, 0);
 }

@@ -60,6 +60,13 @@ upstream_begin(struct upstream *up)
 	up->src.reused = up->exchanges > 0;
 }
 
+void
+upstream_continue(struct upstream *up)
+{
+	up->state = UPSTREAM_BUSY;
+	up->src.reused = true;
+}
+
 bool
 upstream_end(struct upstream *up)
 {
