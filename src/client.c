@@ -177,6 +177,15 @@ sync_watchers(struct client *c)
 
 /* ---- life and death ------------------------------------------------------- */
 
+/* The playlist being read, if any, ended: whole, or cut. */
+static void
+end_playlist(struct client *c, bool complete)
+{
+	if (c->playlist)
+		readahead_playlist_close(c->playlist, complete);
+	c->playlist = NULL;
+}
+
 void
 client_close(struct client *c)
 {
@@ -184,6 +193,7 @@ client_close(struct client *c)
 
 	if (c->state == CLIENT_CLOSED)
 		return;
+	end_playlist(c, false);
 	exchange_release(&c->ex);
 	ev_timer_stop(c->env->loop, &c->timer);
 	conn_close(&c->conn);
@@ -477,6 +487,7 @@ ex_finished(struct exchange *ex)
 {
 	struct client *c = container_of(ex, struct client, ex);
 
+	end_playlist(c, true);
 	log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
 	if (!ex->client_keep_alive)
 		linger_close(c);
@@ -523,7 +534,22 @@ ex_heard(struct exchange *ex)
 	ask = ask_of(c);
 	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->src->head,
 	                buf_head(ex->src->in), ex->src->conn.fd);
+	end_playlist(c, false);
+	c->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->src->head,
+	                                      buf_head(ex->src->in));
+	ex->tap_body = c->playlist != NULL;
 }
+
+/* A playlist's bytes on their way to the client: read-ahead reads them too. */
+static void
+ex_body(struct exchange *ex, const char *p, size_t len)
+{
+	struct client *c = container_of(ex, struct client, ex);
+
+	if (c->playlist)
+		readahead_playlist_data(c->playlist, p, len);
+}
+
 
 static const struct exchange_ops client_exchange_ops = {
 	.reply = ex_reply,
@@ -532,6 +558,7 @@ static const struct exchange_ops client_exchange_ops = {
 	.tunnel_opened = ex_tunnel_opened,
 	.wait = ex_wait,
 	.heard = ex_heard,
+	.body = ex_body,
 };
 
 /* ---- requests ------------------------------------------------------------- */

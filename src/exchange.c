@@ -739,6 +739,9 @@ response_head(struct exchange *ex)
 	}
 	if (ex->ops->heard)
 		ex->ops->heard(ex);
+	/* Spliced bytes never pass through this process: the owner could not see them. */
+	if (ex->tap_body)
+		ex->copy_body = true;
 	consume_head(src, false);
 	framer_init(&ex->resp_body, plan.body, h->content_length);
 	ex->resp = RESP_BODY;
@@ -913,6 +916,8 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 		}
 	}
 	if (n) {
+		if (ex->tap_body)
+			ex->ops->body(ex, buf_head(in), (size_t)n);
 		buf_consume(in, (size_t)n);
 		ex->resp_pending -= (size_t)n;
 		ex->resp_sent += (uint64_t)n;

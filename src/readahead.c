@@ -11,6 +11,7 @@
 #include "kp/dispatch.h"
 #include "kp/evglue.h"
 #include "kp/exchange.h"
+#include "kp/hls.h"
 #include "kp/log.h"
 #include "kp/memconn.h"
 #include "kp/net.h"
@@ -22,6 +23,8 @@
 #define SWEEP_SECONDS (READAHEAD_TTL / 4)
 /* Room for the stored head beside the body a piece may hold. */
 #define HEAD_ROOM 1024
+/* Playlists remembered, all clients together; the least recently used goes first. */
+#define MAX_PLAYLISTS 32
 
 enum entry_state {
 	ENTRY_FETCHING,   /* the proxy's request is on its way or its response arriving */
@@ -40,6 +43,7 @@ struct ra_entry {
 	bool to_end;                     /* range reaches the object's last byte */
 	enum entry_state state;
 	bool dead;                       /* on the reaper's list */
+	bool whole;                      /* a segment: the whole object, asked without a Range */
 	unsigned readers;                /* clients reading it now */
 	uint64_t served;                 /* the most body bytes one client was given */
 	size_t charged;                  /* bytes counted against --read-ahead-memory */
@@ -78,9 +82,31 @@ struct ra_reader {
 	bool joined;                     /* the piece was still arriving when the client asked */
 };
 
+/* The latest media playlist one client was given at one URL. */
+struct ra_playlist_held {
+	struct ra_playlist_held *next;
+	char key[600];                   /* "address dispatch-key " and the playlist's path */
+	size_t client_len;               /* the "address dispatch-key " part of key */
+	struct hls_playlist *pl;
+	ev_tstamp used;
+};
+
+/* A playlist on its way to a client, read as it passes. */
+struct ra_playlist {
+	struct readahead *ra;
+	char key[600];
+	size_t client_len;
+	char origin[300];                /* scheme://authority, for absolute URIs in it */
+	size_t expected;                 /* its Content-Length */
+	size_t len;
+	char text[];                     /* expected bytes */
+};
+
 struct readahead {
 	const struct proxy_env *env;
 	struct table streams;
+	struct ra_playlist_held *playlists;   /* most recently used first */
+	unsigned nplaylists;
 	size_t charged;                  /* bytes counted against the memory cap */
 	struct ra_entry *dead;           /* pieces to free at the end of the iteration */
 	ev_prepare reaper;
@@ -159,6 +185,8 @@ unserved_bytes(const struct ra_entry *e)
 {
 	uint64_t fetched = e->store.len;
 
+	if (e->whole)
+		return e->served ? 0 : fetched;
 	/* The head is not the download's: count the body only, as far as it is known. */
 	if (fetched > e->range.last - e->range.first + 1)
 		fetched = e->range.last - e->range.first + 1;
@@ -280,7 +308,7 @@ time_fetch(struct ra_entry *e)
 
 	if (e->head_at <= 0 || took <= 0)
 		return;
-	rate = (double)(e->range.last - e->range.first + 1) / took;
+	rate = (double)(e->whole ? e->store.len : e->range.last - e->range.first + 1) / took;
 	if (rate > e->stream->rate)
 		e->stream->rate = rate;
 }
@@ -290,8 +318,8 @@ fetch_finished(struct exchange *ex)
 {
 	struct ra_entry *e = entry_of(ex);
 
-	/* An error or a whole object is not a piece: the client asks the origin itself. */
-	if (ex->status != 206) {
+	/* An error, or a whole object for a piece: the client asks the origin itself. */
+	if (ex->status != (e->whole ? 200 : 206)) {
 		fetch_failed(e, "the origin did not answer with the piece");
 		return;
 	}
@@ -338,22 +366,16 @@ static const struct exchange_ops fetch_ops = {
 };
 
 /*
- * Writes the start line and the fields of h, but for those named in skip
- * (NULL-terminated), to out; false if they do not fit. The caller adds its
- * own fields and the empty line.
+ * Writes the fields of h, but for those named in skip (NULL-terminated), to
+ * out; false if they do not fit.
  */
 static bool
-copy_head(const struct http_head *h, const char *base, const char *const skip[],
-          struct buf *out)
+copy_fields(const struct http_head *h, const char *base, const char *const skip[],
+            struct buf *out)
 {
-	const char *line_end = memchr(base, '\n', h->head_len);
 	char *p = buf_tail(out);
-	size_t room = buf_room(out), n;
+	size_t room = buf_room(out), n = 0;
 
-	if (!line_end || (size_t)(line_end + 1 - base) > room)
-		return false;
-	n = (size_t)(line_end + 1 - base);
-	memcpy(p, base, n);
 	for (unsigned i = 0; i < h->nfields; i++) {
 		const struct http_field *f = &h->fields[i];
 		bool skipped = false;
@@ -371,6 +393,26 @@ copy_head(const struct http_head *h, const char *base, const char *const skip[],
 	}
 	out->end += n;
 	return true;
+}
+
+/*
+ * Writes the start line and the fields of h, but for those named in skip,
+ * to out; false if they do not fit. The caller adds its own fields and the
+ * empty line.
+ */
+static bool
+copy_head(const struct http_head *h, const char *base, const char *const skip[],
+          struct buf *out)
+{
+	const char *line_end = memchr(base, '\n', h->head_len);
+	size_t n;
+
+	if (!line_end || (size_t)(line_end + 1 - base) > buf_room(out))
+		return false;
+	n = (size_t)(line_end + 1 - base);
+	memcpy(buf_tail(out), base, n);
+	out->end += n;
+	return copy_fields(h, base, skip, out);
 }
 
 /* Adds what printf makes of fmt to out; false if it does not fit. */
@@ -407,31 +449,54 @@ next_request(const struct http_head *h, const char *base, const struct byte_rang
 	              (unsigned long long)next->last);
 }
 
-/* Starts fetching next for the stream; false when it was not made (memory, or an error). */
+/*
+ * The request for a segment at path: the head the proxy sent for the one
+ * before, for another path, without its Range and preconditions (they were
+ * about that object), with the segment's Range if it is a range of path.
+ */
 static bool
-fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_head *req,
-      const char *rbase, const struct byte_range *next, uint64_t complete)
+segment_request(const struct http_head *h, const char *base, const struct hls_segment *seg,
+                struct buf *out)
+{
+	static const char *const skip[] = {"range", "if-range", "if-match", "if-none-match",
+	                                   "if-modified-since", "if-unmodified-since", NULL};
+
+	return append(out, "GET %.*s HTTP/1.1\r\n", (int)seg->path_len, seg->path) &&
+	       copy_fields(h, base, skip, out) &&
+	       (!seg->has_range ||
+	        append(out, "Range: bytes=%llu-%llu\r\n", (unsigned long long)seg->range.first,
+	               (unsigned long long)seg->range.last)) &&
+	       append(out, "\r\n");
+}
+
+/*
+ * Starts fetching, for the stream, what req (the caller's, now the
+ * entry's) asks: range of the object, or the whole object. charged: the
+ * most memory it may take. False when it was not made.
+ */
+static bool
+fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *req,
+            const struct byte_range *range, bool to_end, bool whole, size_t charged)
 {
 	struct readahead *ra = s->ra;
 	const struct kp_config *cfg = cfg_of(ra);
-	size_t charged = (size_t)(next->last - next->first + 1) + cfg->max_header_bytes + HEAD_ROOM;
 	struct http_target target = *ask->target;
 	struct ra_entry *e;
 
 	if (ra->charged + charged > cfg->read_ahead_memory) {
 		kp_stats.readahead_throttled++;
+		buf_put(req);
 		return false;
 	}
-	if (!(e = calloc(1, sizeof(*e))))
-		return false;
-	if (!(e->req = buf_get()) || !next_request(req, rbase, next, e->req)) {
-		buf_put(e->req);
-		free(e);
+	if (!(e = calloc(1, sizeof(*e)))) {
+		buf_put(req);
 		return false;
 	}
+	e->req = req;
 	e->stream = s;
-	e->range = *next;
-	e->to_end = next->last == complete - 1;
+	e->range = *range;
+	e->to_end = to_end;
+	e->whole = whole;
 	e->charged = charged;
 	charge(ra, charged, true);
 	e->next = s->entries;
@@ -443,19 +508,43 @@ fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_he
 	target.path = "/";
 	target.path_len = 1;
 	kp_stats.readahead_predicted++;
-	log_debug("read-ahead %s bytes=%llu-%llu", ask->key, (unsigned long long)next->first,
-	          (unsigned long long)next->last);
+	log_debug("read-ahead %s", s->node.key);
 	if (exchange_start(&e->ex, &target, buf_head(e->req), buf_len(e->req), DISPATCH_AHEAD) <
 	    0)
 		fetch_failed(e, "request head too large");
 	return true;
 }
 
+/* Starts fetching the piece next of an object of complete bytes, after req asked for one. */
+static bool
+fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_head *req,
+      const char *rbase, const struct byte_range *next, uint64_t complete)
+{
+	size_t charged = (size_t)(next->last - next->first + 1) + cfg_of(s->ra)->max_header_bytes +
+	                 HEAD_ROOM;
+	struct buf *out = buf_get();
+
+	if (!out || !next_request(req, rbase, next, out)) {
+		buf_put(out);
+		return false;
+	}
+	return fetch_start(s, ask, out, next, next->last == complete - 1, false, charged);
+}
+
+static struct ra_entry *
+entry_whole(const struct ra_stream *s)
+{
+	for (struct ra_entry *e = s->entries; e; e = e->next)
+		if (e->whole && !e->dead)
+			return e;
+	return NULL;
+}
+
 static struct ra_entry *
 entry_at(const struct ra_stream *s, uint64_t first)
 {
 	for (struct ra_entry *e = s->entries; e; e = e->next)
-		if (e->range.first == first && !e->dead)
+		if (e->range.first == first && !e->dead && !e->whole)
 			return e;
 	return NULL;
 }
@@ -468,6 +557,21 @@ stream_find(struct readahead *ra, const char *key)
 	struct table_node *n = table_find(&ra->streams, key);
 
 	return n ? container_of(n, struct ra_stream, node) : NULL;
+}
+
+/* The stream of key, made if it is new; NULL when memory is exhausted. */
+static struct ra_stream *
+stream_get(struct readahead *ra, const char *key)
+{
+	struct ra_stream *s = TABLE_GET(&ra->streams, key, struct ra_stream, node);
+
+	if (s && !s->ra) {
+		s->ra = ra;
+		s->uniform = true;
+	}
+	if (s)
+		s->used = clock_now(ra->env->clock);
+	return s;
 }
 
 static void
@@ -585,6 +689,43 @@ prepare_slice(struct memsource *m)
 	return 1;
 }
 
+/*
+ * A whole segment is served as the origin answered it, once its head is
+ * in memory: only a 200, not private, varying on nothing the client's
+ * request does not share with the proxy's.
+ */
+static int
+prepare_whole(struct memsource *m)
+{
+	struct ra_reader *r = m->owner;
+	struct ra_entry *e = r->entry;
+	size_t max = cfg_of(e->stream->ra)->max_header_bytes;
+	struct http_parser ps;
+	struct http_head resp, mine, theirs;
+
+	if (!m->store->data ||
+	    !parse_head(HTTP_RESPONSE, m->store->data, m->store->len, max, &ps, &resp))
+		return m->store->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : -1;
+	if (resp.status != 200 || ranges_response_private(&resp, m->store->data)) {
+		e->state = ENTRY_FAILED;
+		kp_stats.readahead_unsafe++;
+		return -1;
+	}
+	if (!parse_head(HTTP_REQUEST, buf_head(e->req), buf_len(e->req), max, &ps, &mine) ||
+	    !parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) ||
+	    !ranges_same_requester(&mine, buf_head(e->req), &theirs, buf_head(r->ask), &resp,
+	                           m->store->data)) {
+		kp_stats.readahead_unsafe++;
+		return -1;
+	}
+	e->served = 1;
+	if (r->joined)
+		kp_stats.readahead_joins++;
+	else
+		kp_stats.readahead_hits++;
+	return 1;
+}
+
 static void
 reader_done(struct memsource *m)
 {
@@ -628,16 +769,16 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	if (h->method != HTTP_GET)
 		return NULL;
 	form = ranges_requested(h, base, &asked);
-	if ((form != RANGE_SINGLE && form != RANGE_OPEN) ||
+	if ((form != RANGE_SINGLE && form != RANGE_OPEN && form != RANGE_NONE) ||
 	    !stream_key(ask->client, ask->key, ask->target->path, ask->target->path_len, key,
 	                sizeof(key)) ||
 	    !(s = stream_find(ra, key)))
 		return NULL;
 	s->used = clock_now(ra->env->clock);
-	e = entry_at(s, asked.first);
+	e = form == RANGE_NONE ? entry_whole(s) : entry_at(s, asked.first);
 	/* Past what is fetched: an open range only if the piece runs to the end. */
 	if (!e || e->state == ENTRY_FAILED || guesses_ahead(s, e) > 1 ||
-	    (asked.last > e->range.last && !(asked.last == UINT64_MAX && e->to_end)) ||
+	    (!e->whole && asked.last > e->range.last && !(asked.last == UINT64_MAX && e->to_end)) ||
 	    h->head_len > buf_capacity()) {
 		if (s->entries)
 			kp_stats.readahead_misses++;
@@ -655,7 +796,8 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	r->asked = asked;
 	r->m.owner = r;
 	r->m.done = reader_done;
-	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes, prepare_slice);
+	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes,
+	                     e->whole ? prepare_whole : prepare_slice);
 	e->readers++;
 	r->joined = e->state == ENTRY_FETCHING;
 	/* A client waits for it now: no longer behind other clients' requests. */
@@ -690,6 +832,195 @@ stream_depth(const struct ra_stream *s, uint64_t length, unsigned most)
 	return depth < most ? (unsigned)depth : most;
 }
 
+/* ---- HLS: the segment after the one asked for ------------------------------ */
+
+/* Fetches one segment of a playlist for the client ask is of; false when it was not made. */
+static bool
+fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struct http_head *req,
+              const char *base, const struct hls_segment *seg, size_t charged)
+{
+	static const struct byte_range whole = {0, UINT64_MAX};
+	char key[9000];
+	struct ra_stream *s;
+	struct buf *out;
+
+	if (!stream_key(ask->client, ask->key, seg->path, seg->path_len, key, sizeof(key)) ||
+	    !(s = stream_get(ra, key)))
+		return false;
+	if (seg->has_range ? entry_at(s, seg->range.first) != NULL : entry_whole(s) != NULL)
+		return true;
+	if (!(out = buf_get()) || !segment_request(req, base, seg, out)) {
+		buf_put(out);
+		return false;
+	}
+	if (seg->has_range)
+		return fetch_start(s, ask, out, &seg->range, false, false,
+		                   (size_t)(seg->range.last - seg->range.first + 1) +
+		                           cfg_of(ra)->max_header_bytes + HEAD_ROOM);
+	return fetch_start(s, ask, out, &whole, false, true, charged);
+}
+
+/*
+ * The client was answered for a segment of a playlist it was given: the
+ * segments after it are fetched, as many as depth allows, each as long as
+ * half again this one may be (segments of one playlist are of a length).
+ */
+static void
+predict_segments(struct readahead *ra, const struct readahead_ask *ask,
+                 const struct http_head *req, const char *base, enum range_form form,
+                 const struct byte_range *asked, const struct http_head *resp, int upstream_fd)
+{
+	const struct kp_config *cfg = cfg_of(ra);
+	const char *path = base + req->url.off;
+	size_t path_len = req->url.len, client_len, charged;
+	const struct hls_segment *next;
+	struct ra_playlist_held *p, **pp;
+	struct ra_stream *cur;
+	char client[600], key[9000];
+	unsigned depth;
+	uint64_t length;
+
+	if (!stream_key(ask->client, ask->key, "", 0, client, sizeof(client)))
+		return;
+	client_len = strlen(client);
+	for (pp = &ra->playlists; (p = *pp) != NULL; pp = &p->next)
+		if (p->client_len == client_len && memcmp(p->key, client, client_len) == 0 &&
+		    hls_next(p->pl, path, path_len, form == RANGE_SINGLE, asked, &next))
+			break;
+	if (!p)
+		return;
+	/* Most recently used first. */
+	*pp = p->next;
+	p->next = ra->playlists;
+	ra->playlists = p;
+	p->used = clock_now(ra->env->clock);
+	length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
+	charged = length ? (size_t)(length + length / 2) + cfg->max_header_bytes + HEAD_ROOM
+	                 : cfg->read_ahead_memory / 8;
+	if (charged > cfg->read_ahead_memory / 2)
+		charged = cfg->read_ahead_memory / 2;
+	depth = FIRST_DEPTH < cfg->read_ahead_depth ? FIRST_DEPTH : cfg->read_ahead_depth;
+	if (stream_key(ask->client, ask->key, path, path_len, key, sizeof(key)) &&
+	    (cur = stream_find(ra, key)) != NULL) {
+		double rtt = net_rtt(upstream_fd);
+
+		if (rtt > 0)
+			cur->rtt = rtt;
+		depth = stream_depth(cur, length, cfg->read_ahead_depth);
+	}
+	for (unsigned i = 0; i < depth; i++) {
+		const struct hls_segment *seg = next;
+
+		if (!fetch_segment(ra, ask, req, base, seg, charged) ||
+		    !hls_next(p->pl, seg->path, seg->path_len, seg->has_range, &seg->range, &next))
+			break;
+	}
+}
+
+/* Drops the least recently used playlist; false when none is held. */
+static bool
+forget_playlist(struct readahead *ra)
+{
+	struct ra_playlist_held **pp = &ra->playlists;
+
+	if (!*pp)
+		return false;
+	while ((*pp)->next)
+		pp = &(*pp)->next;
+	hls_free((*pp)->pl);
+	free(*pp);
+	*pp = NULL;
+	ra->nplaylists--;
+	return true;
+}
+
+struct ra_playlist *
+readahead_playlist_open(struct readahead *ra, const struct readahead_ask *ask,
+                        const struct http_head *resp, const char *rbase)
+{
+	const char *ctype = NULL;
+	size_t ctype_len = 0, path_len = ask->target->path_len;
+	struct ra_playlist *p;
+
+	if (resp->status != 200 || !(resp->llhttp_flags & F_CONTENT_LENGTH) ||
+	    (resp->llhttp_flags & F_CHUNKED) || resp->content_length == 0 ||
+	    resp->content_length > HLS_MAX_PLAYLIST)
+		return NULL;
+	for (unsigned i = 0; i < resp->nfields; i++)
+		if (http_span_is(rbase, resp->fields[i].name, "content-type")) {
+			ctype = rbase + resp->fields[i].value.off;
+			ctype_len = resp->fields[i].value.len;
+		}
+	if (!hls_is_playlist(ctype, ctype_len, ask->target->path, path_len) ||
+	    !(p = calloc(1, sizeof(*p) + (size_t)resp->content_length)))
+		return NULL;
+	p->ra = ra;
+	p->expected = (size_t)resp->content_length;
+	if (!stream_key(ask->client, ask->key, "", 0, p->key, sizeof(p->key)) ||
+	    (p->client_len = strlen(p->key)) + path_len >= sizeof(p->key)) {
+		free(p);
+		return NULL;
+	}
+	memcpy(p->key + p->client_len, ask->target->path, path_len);
+	/* As the client wrote it: a playlist's absolute URIs are written the same way. */
+	snprintf(p->origin, sizeof(p->origin), "%s://%s", ask->https ? "https" : "http",
+	         ask->target->authority);
+	return p;
+}
+
+void
+readahead_playlist_data(struct ra_playlist *p, const char *data, size_t len)
+{
+	size_t room = p->expected - p->len;
+
+	if (len > room)
+		len = room;
+	memcpy(p->text + p->len, data, len);
+	p->len += len;
+}
+
+void
+readahead_playlist_close(struct ra_playlist *p, bool complete)
+{
+	struct readahead *ra = p->ra;
+	struct ra_playlist_held *h, **hp;
+	struct hls_playlist *pl;
+	const char *path = p->key + p->client_len;
+	size_t path_len = strlen(path);
+
+	if (!complete || p->len != p->expected ||
+	    hls_parse(p->text, p->len, path, path_len, p->origin, strlen(p->origin), &pl) !=
+	            HLS_MEDIA) {
+		free(p);
+		return;
+	}
+	/* The latest one replaces what was held: a live playlist lists only what is there now. */
+	for (hp = &ra->playlists; (h = *hp) != NULL; hp = &h->next)
+		if (strcmp(h->key, p->key) == 0)
+			break;
+	if (h) {
+		*hp = h->next;
+		hls_free(h->pl);
+	} else {
+		if (ra->nplaylists >= MAX_PLAYLISTS)
+			forget_playlist(ra);
+		if (!(h = calloc(1, sizeof(*h)))) {
+			hls_free(pl);
+			free(p);
+			return;
+		}
+		ra->nplaylists++;
+	}
+	memcpy(h->key, p->key, sizeof(h->key));
+	h->client_len = p->client_len;
+	h->pl = pl;
+	h->used = clock_now(ra->env->clock);
+	h->next = ra->playlists;
+	ra->playlists = h;
+	log_debug("read-ahead: playlist %s: %zu segments", h->key, pl->nsegments);
+	free(p);
+}
+
 void
 readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const struct buf *req_head,
                 const struct http_head *resp, const char *rbase, int upstream_fd)
@@ -708,25 +1039,22 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	unsigned depth;
 	double rtt;
 
-	if (resp->status != 206 || !req_head ||
+	if (!req_head ||
 	    !parse_head(HTTP_REQUEST, base, buf_len((struct buf *)req_head), cfg->max_header_bytes,
 	                &ps, &req) ||
 	    req.method != HTTP_GET)
 		return;
 	form = ranges_requested(&req, base, &asked);
-	if ((form != RANGE_SINGLE && form != RANGE_OPEN) ||
+	if (ra->playlists && (resp->status == 200 || resp->status == 206))
+		predict_segments(ra, ask, &req, base, form, &asked, resp, upstream_fd);
+	if (resp->status != 206 || (form != RANGE_SINGLE && form != RANGE_OPEN) ||
 	    !ranges_answered(resp, rbase, &got, &complete) || got.first != asked.first ||
 	    ranges_response_private(resp, rbase) || !ranges_identity(resp, rbase, &id))
 		return;
 	request_path(&req, base, &path, &path_len);
 	if (!stream_key(ask->client, ask->key, path, path_len, key, sizeof(key)) ||
-	    !(s = TABLE_GET(&ra->streams, key, struct ra_stream, node)))
+	    !(s = stream_get(ra, key)))
 		return;
-	if (!s->ra) {
-		s->ra = ra;
-		s->uniform = true;
-	}
-	s->used = clock_now(ra->env->clock);
 	if ((rtt = net_rtt(upstream_fd)) > 0)
 		s->rtt = rtt;
 	/* Another object at the same URL: what is held belongs to the old one. */
@@ -797,6 +1125,18 @@ sweep_cb(struct clock_timer *t)
 	ev_tstamp now = clock_now(ra->env->clock);
 
 	table_each(&ra->streams, sweep_stream, &now);
+	for (struct ra_playlist_held **pp = &ra->playlists; *pp;) {
+		struct ra_playlist_held *h = *pp;
+
+		if (now - h->used > READAHEAD_TTL) {
+			*pp = h->next;
+			hls_free(h->pl);
+			free(h);
+			ra->nplaylists--;
+		} else {
+			pp = &h->next;
+		}
+	}
 	clock_timer_start(t, SWEEP_SECONDS);
 }
 
@@ -843,6 +1183,8 @@ readahead_free(struct readahead *ra)
 	clock_timer_stop(&ra->sweep);
 	ev_prepare_stop(ra->env->loop, &ra->reaper);
 	ra->dead = NULL;
+	while (forget_playlist(ra))
+		;
 	table_each(&ra->streams, free_stream, NULL);
 	table_free(&ra->streams);
 	free(ra);

@@ -43,6 +43,8 @@ enum client_state {
 	CLIENT_CLOSED,           /* fd closed; freed at the end of the loop iteration */
 };
 
+struct ra_playlist;
+
 struct client {
 	enum client_state state;
 	struct conn conn;             /* the client's socket; conn.eof: it shut its sending side */
@@ -67,6 +69,7 @@ struct client {
 	 */
 	struct intercepted *intercepted;
 	struct tls_session *handshake;   /* made for the client, in use once the 200 is sent */
+	struct ra_playlist *playlist;    /* an HLS playlist read as it is sent (read-ahead) */
 };
 
 /* Takes over an accepted socket. Returns NULL (and closes fd) on failure. */

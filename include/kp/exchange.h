@@ -61,6 +61,11 @@ struct exchange_ops {
 	 * but must not act on this exchange. NULL: not wanted.
 	 */
 	void (*heard)(struct exchange *ex);
+	/*
+	 * Bytes of the body just sent to the asker, as sent (chunk framing
+	 * included, unless it is taken off): only if heard set tap_body.
+	 */
+	void (*body)(struct exchange *ex, const char *p, size_t len);
 };
 
 struct exchange {
@@ -94,6 +99,8 @@ struct exchange {
 	size_t resp_pending;          /* framed bytes at the front of the source's buffer */
 	struct mover resp_mover;      /* response payload spliced past user space */
 	bool copy_body;               /* no splice for this response (flag, EINVAL, or an end) */
+	bool tap_body;                /* set by the owner in heard: the body is copied, and
+	                               * every byte the asker is sent is shown to ops->body */
 	uint64_t resp_received;       /* bytes read from the source for this exchange */
 	uint64_t resp_sent;
 	bool dechunk;                 /* payload only, to an HTTP/1.0 client or memory: ends with the stream */

@@ -73,4 +73,28 @@ void readahead_heard(struct readahead *ra, const struct readahead_ask *ask,
                      const struct buf *req_head, const struct http_head *resp, const char *rbase,
                      int upstream_fd);
 
+/*
+ * HLS: a media playlist a client is given is read as it passes (the
+ * exchange shows its body, see exchange_ops.body); once whole, it is the
+ * list the client's next segment requests are predicted from: after a
+ * segment it lists, the ones that follow, as many as --read-ahead-depth
+ * allows, fetched as the client would ask for them and served only to it.
+ * Playlists themselves are never fetched ahead, and only the segments the
+ * latest copy of a playlist lists are (a live playlist's window slides).
+ */
+struct ra_playlist;
+
+/*
+ * The final response resp (spans into rbase) to the client's GET: a handle
+ * to give its body to when it is a playlist worth reading (a 200 with a
+ * Content-Length of at most HLS_MAX_PLAYLIST), else NULL.
+ */
+struct ra_playlist *readahead_playlist_open(struct readahead *ra,
+                                            const struct readahead_ask *ask,
+                                            const struct http_head *resp, const char *rbase);
+/* Body bytes of it, in order, as sent to the client. */
+void readahead_playlist_data(struct ra_playlist *p, const char *data, size_t len);
+/* The response ended, whole (complete) or not; p is freed either way. */
+void readahead_playlist_close(struct ra_playlist *p, bool complete);
+
 #endif

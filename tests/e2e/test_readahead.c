@@ -1343,12 +1343,16 @@ curl_range(const char *url, const char *range, const char *dest, const char *cac
 {
 	const char *bin = require_program("curl", "KP_CURL");
 	char proxy[64];
-	const char *argv[24] = {bin,         "-q",         "--silent", "--show-error", "--fail",
-	                        "--max-time", "30",        "--noproxy", "",            "--proxy",
-	                        proxy,        "--range",   range,       "--output",    dest};
-	size_t n = 15;
+	const char *argv[24] = {bin,         "-q",    "--silent",  "--show-error", "--fail",
+	                        "--max-time", "30",   "--noproxy", "",             "--proxy",
+	                        proxy,        "--output", dest};
+	size_t n = 13;
 
 	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
+	if (range) {
+		argv[n++] = "--range";
+		argv[n++] = range;
+	}
 	if (cacert) {
 		argv[n++] = "--cacert";
 		argv[n++] = cacert;
@@ -1415,6 +1419,124 @@ curl_downloads_in_ranges(struct nginx *ng, const char *url, const char *cacert)
 		fail();
 	}
 	free(text);
+}
+
+/* Writes an HLS media playlist of segments first..last (seg<k>.ts), ended (VOD) or live. */
+static void
+write_playlist(const char *path, unsigned first, unsigned last, bool ended)
+{
+	char text[2048];
+	size_t n = (size_t)snprintf(text, sizeof(text),
+	                            "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:4\n"
+	                            "#EXT-X-MEDIA-SEQUENCE:%u\n",
+	                            first);
+
+	for (unsigned k = first; k <= last; k++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "#EXTINF:4.0,\nseg%u.ts\n", k);
+	if (ended)
+		snprintf(text + n, sizeof(text) - n, "#EXT-X-ENDLIST\n");
+	write_text_file(path, text);
+}
+
+/* curl GETs url (through the proxy) into dir/name; the body must be the pattern of len bytes. */
+static void
+curl_get(struct nginx *ng, const char *url, const char *name, uint64_t len)
+{
+	char dest[320], log[320];
+
+	path_join(log, sizeof(log), ng->dir, "curl.log");
+	path_join(dest, sizeof(dest), ng->dir, name);
+	curl_range(url, NULL, dest, NULL, log);
+	if (len)
+		assert_file_piece(dest, 0, len);
+}
+
+/*
+ * An HLS player through the proxy: curl gets a playlist, then its
+ * segments one by one. After the first segment, the ones after it are
+ * fetched ahead and served from memory; nginx is asked for each once.
+ * A live playlist: nothing it does not list yet is fetched (no 404 at the
+ * live edge), and once a newer copy lists more, those are.
+ */
+static void
+hls_segments_from_a_playlist(void)
+{
+	static struct nginx ng;
+	const uint64_t seg = 256 * 1024;
+	char url[160], path[320], *text;
+
+	require_program("curl", "KP_CURL");
+	nginx_start(&ng, harness_temp_dir(), false);
+	path_join(path, sizeof(path), ng.dir, "www/hls");
+	if (mkdir(path, 0755) != 0)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	for (unsigned k = 0; k < 6; k++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "www/hls/seg%u.ts", k);
+		path_join(path, sizeof(path), ng.dir, name);
+		write_pattern_file(path, seg);
+	}
+	path_join(path, sizeof(path), ng.dir, "www/hls/vod.m3u8");
+	write_playlist(path, 0, 3, true);
+	path_join(path, sizeof(path), ng.dir, "www/hls/live.m3u8");
+	write_playlist(path, 3, 4, false);
+	start_proxy((const char *const[]){"--read-ahead", NULL});
+
+	/* VOD: segments 1 to 3 come from memory. */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/vod.m3u8", ng.port);
+	curl_get(&ng, url, "vod.m3u8", 0);
+	for (unsigned k = 0; k < 4; k++) {
+		char name[32];
+
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/seg%u.ts", ng.port, k);
+		snprintf(name, sizeof(name), "vod%u.ts", k);
+		curl_get(&ng, url, name, seg);
+		wait_all_idle(__FILE__, __LINE__);
+	}
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	text = wait_file_lines(ng.access_log, 5, WAIT_MS);
+	if (count_text(text, "\n") != 5 || count_text(text, "200 \"-\" 262144\n") != 4)
+		fail_msg("nginx logged, expected the playlist and each segment once:\n%s", text);
+	free(text);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_predicted_total"), 3);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_hits_total") +
+	                         stats_metric(stats_port, "keepalive_proxy_readahead_joins_total"),
+	                 3);
+
+	/* Live: 3 and 4 listed; after 4 nothing is fetched until a newer copy lists 5. */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/live.m3u8", ng.port);
+	curl_get(&ng, url, "live.m3u8", 0);
+	for (unsigned k = 3; k <= 4; k++) {
+		char name[32];
+
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/seg%u.ts", ng.port, k);
+		snprintf(name, sizeof(name), "live%u.ts", k);
+		curl_get(&ng, url, name, seg);
+		wait_all_idle(__FILE__, __LINE__);
+	}
+	path_join(path, sizeof(path), ng.dir, "www/hls/live.m3u8");
+	write_playlist(path, 4, 5, false);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/live.m3u8", ng.port);
+	curl_get(&ng, url, "live2.m3u8", 0);
+	/* The VOD playlist and its four segments, the live one twice, 3, and 4 ahead. */
+	text = wait_file_lines(ng.access_log, 9, WAIT_MS);
+	if (strstr(text, "404"))
+		fail_msg("a segment not listed yet was asked for:\n%s", text);
+	free(text);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/seg4.ts", ng.port);
+	curl_get(&ng, url, "live4again.ts", seg);
+	wait_all_idle(__FILE__, __LINE__);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/seg5.ts", ng.port);
+	curl_get(&ng, url, "live5.ts", seg);
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	/* 4 again (it was served once), then 5 fetched ahead and served from memory. */
+	text = wait_file_lines(ng.access_log, 11, WAIT_MS);
+	if (count_text(text, "\n") != 11 || count_text(text, "404") ||
+	    count_text(text, " 262144\n") != 8)
+		fail_msg("nginx logged, expected eight segments and no 404:\n%s", text);
+	free(text);
+	stop_proxy();
 }
 
 static void
@@ -1517,6 +1639,7 @@ main(void)
 		E2E_TEST(only_a_206_to_a_get_predicts),
 		E2E_TEST(memory_cap_throttles),
 		E2E_TEST(nginx_and_curl),
+		E2E_TEST(hls_segments_from_a_playlist),
 		E2E_TEST(intercepted_https),
 	};
 
