@@ -278,7 +278,11 @@ fail_piped(struct dispatch_conn *dc, const char *why)
 static bool
 can_pipeline(const struct dispatch_conn *dc)
 {
+	const struct conn *c = &dc->up.src.conn;
+
+	/* One the origin closed is still busy while its exchange finds out: not that one. */
 	return dc->host && dc->up.state == UPSTREAM_BUSY && dc->sent && !dc->spoiled &&
+	       !c->eof && !c->reset && !c->write_failed &&
 	       dc->piped < dc->d->cfg->read_ahead_depth && (dc->pipelines || dc->background);
 }
 

@@ -46,6 +46,7 @@ enum twist {
 	TWIST_CLOSE, /* half the body, then the connection closes */
 	TWIST_RESET, /* half the body, then a reset */
 	TWIST_GATE,  /* the head and GATE_AHEAD bytes, the rest once gate_open */
+	TWIST_LAST,  /* the whole answer, then the connection closes, requests behind it unread */
 };
 
 /* The first request for path whose range starts at `at` is answered the twisted way. */
@@ -279,6 +280,10 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		break;
 	case TWIST_GATE:
 		send_gated(c, first, len);
+		break;
+	case TWIST_LAST:
+		origin_send_pattern(c, first, len);
+		origin_close(c);
 		break;
 	default:
 		origin_send_pattern(c, first, len);
@@ -1539,6 +1544,40 @@ hls_segments_from_a_playlist(void)
 	stop_proxy();
 }
 
+/*
+ * Fetches ahead are pipelined: the second behind the first on the
+ * connection the client's first request freed. An origin that answers the
+ * first and then closes, reading nothing more (as one that does not
+ * pipeline may), loses the second: it fails or is asked again, and the
+ * client gets every piece right either way.
+ */
+static void
+origin_closing_after_one_pipelined_answer(void)
+{
+	struct origin *og;
+	struct client c;
+
+	object_init(4 * MIB);
+	object_twist("/object.bin", MIB, TWIST_LAST);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", NULL});
+	client_open(&c, px.port);
+	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
+	if (!origin_wait_requests(og, 2, WAIT_MS))
+		fail_msg("the proxy did not fetch ahead");
+	for (uint64_t k = 1; k < 4; k++) {
+		client_close(&c);
+		client_open(&c, px.port);
+		piece(&c, og, "/object.bin", k * MIB, (k + 1) * MIB - 1, NULL);
+	}
+	client_close(&c);
+	if (proxy_log_count(&px, "request pipelined") == 0)
+		fail_msg("no fetch ahead was pipelined");
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	assert_origin_clean(og);
+	stop_proxy();
+}
+
 static void
 nginx_and_curl(void)
 {
@@ -1640,6 +1679,7 @@ main(void)
 		E2E_TEST(memory_cap_throttles),
 		E2E_TEST(nginx_and_curl),
 		E2E_TEST(hls_segments_from_a_playlist),
+		E2E_TEST(origin_closing_after_one_pipelined_answer),
 		E2E_TEST(intercepted_https),
 	};
 
