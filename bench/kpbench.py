@@ -170,13 +170,15 @@ class Nginx:
     (written once, so they sit in the page cache during the run).
     The access log records nginx's connection serial number, so
     connections_since(mark) tells how many origin TCP connections a proxy used.
+    types: {file name extension: media type}; given, they replace nginx's
+    built-in few, and other files are served as application/octet-stream.
     """
 
     STATUS_PATH = "/kpbench-status"
 
     def __init__(self, workdir, listen="127.0.0.1", port=None, netns=None, files=None,
                  workers=1, keepalive_timeout="75s", access_log=True, worker_connections=4096,
-                 sendfile=True, tls=None):
+                 sendfile=True, tls=None, types=None):
         self.nginx = require_program("nginx", "nginx-light")
         self.dir = workdir.join(f"nginx-{port or 'auto'}-{id(self):x}")
         self.root = os.path.join(self.dir, "www")
@@ -193,6 +195,8 @@ class Nginx:
         self.scheme = "https" if tls else "http"
         tls_lines = (f"ssl_certificate {tls.origin_cert}; ssl_certificate_key {tls.origin_key};\n"
                      f"        ssl_protocols TLSv1.2 TLSv1.3;" if tls else "")
+        types_line = ("types { " + " ".join(f"{t} {e};" for e, t in types.items()) + " }"
+                      if types else "")
         config = f"""
 daemon off;
 worker_processes {workers};
@@ -202,6 +206,7 @@ worker_rlimit_nofile {min(worker_connections * 2 + 64, fd_hard_limit())};
 events {{ worker_connections {worker_connections}; }}
 http {{
     default_type application/octet-stream;
+    {types_line}
     log_format kp '$connection $connection_requests $status $bytes_sent "$request"';
     {log_line}
     sendfile {'on' if sendfile else 'off'};

@@ -10,14 +10,17 @@ kp-delayline (bench/delayline.c), the WAN emulator, which gives the path its
 delay, bottleneck rate and drop-tail queue. The client side ("cli") holds the
 downloader and the proxies, which talk over its loopback; the origin side
 ("org") holds a private nginx. Every chunk is a Range request on a new client
-connection, the way segment downloaders work; the question is how close each
-proxy gets to what the path allows.
+connection, the way segment downloaders work, or in the hls scenario a
+playlist's segment fetched with a plain GET, the way HLS players do; the
+question is how close each proxy gets to what the path allows. Other
+scripts (bench/clients.py) import the testbed from here.
 
 Tables go to stdout, one JSON object per row to --out. See bench/README.md.
 """
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -43,10 +46,17 @@ MTU = 1500
 # IPv4 and TCP headers with the timestamp option: a full segment carries
 # 1448 payload bytes in 1500 on the wire.
 HEADER_BYTES = 52
-SCENARIOS = ("back-to-back", "paced", "early-close", "parallel", "overlap", "long-fat",
+SCENARIOS = ("back-to-back", "hls", "paced", "early-close", "parallel", "overlap", "long-fat",
              "https")
 # Scenarios with a testbed of their own (their RTT and rate are theirs).
 OWN_BED = ("overlap", "long-fat")
+# The hls scenario's media playlist and its segments, under the origin's root.
+HLS_PLAYLIST = "hls/index.m3u8"
+# What an HLS origin says its files are (RFC 8216, 4): players and
+# downloaders tell a playlist by its Content-Type.
+HLS_TYPES = {"m3u8": "application/vnd.apple.mpegurl", "ts": "video/mp2t"}
+# The playlist's nominal segment duration; a downloader does not wait for it.
+HLS_SEGMENT_SECONDS = 2.0
 # Buffers big enough for one bandwidth-delay product at 100 ms and 500 Mbit/s
 # (6.25 MB) several times over; the kernel defaults stop at 4 and 6 MB.
 TCP_MEM_MAX = 32 << 20
@@ -120,6 +130,10 @@ def parse_args():
                    help="shell command starting the --proxy of the same position inside the "
                    "client namespace, once per measured row (repeatable)")
     p.add_argument("--kp-args", default="", help="extra arguments for keepalive-proxy")
+    p.add_argument("--kp-row", action="append", default=[], metavar="ARGS",
+                   help="another keepalive-proxy row, started with these extra arguments and "
+                   "labelled by them, next to the plain one, e.g. --kp-row=--read-ahead "
+                   "(repeatable)")
     p.add_argument("--lo-initcwnd", type=int, default=100,
                    help="segments for the raised-loopback-window rows of back-to-back; 0: none")
     p.add_argument("--cc", help="TCP congestion control in both namespaces "
@@ -172,6 +186,11 @@ def parse_args():
         if unknown:
             p.error(f"unknown proxies {unknown}; known: {', '.join(kpbench.PROXY_RECIPES)}")
         args.builtin = kpbench.installed_proxies(wanted)
+        for name in wanted:
+            if name not in args.builtin:
+                package = kpbench.PROXY_RECIPES[name][1]
+                print(f"wan: {name} is not installed (Debian: apt-get install {package}); "
+                      f"its row is skipped", file=sys.stderr)
     elif args.quick:
         args.builtin = ["keepalive-proxy"]
     else:
@@ -390,9 +409,15 @@ class Testbed:
 
     def _nginx(self, data_dir, keepalive_timeout, port=None, tls=None):
         origin = kpbench.Nginx(self.workdir, listen=ORG_ADDR, netns=self.ns_org,
-                               keepalive_timeout=keepalive_timeout, port=port, tls=tls)
-        for name in os.listdir(data_dir):
-            os.link(os.path.join(data_dir, name), os.path.join(origin.root, name))
+                               keepalive_timeout=keepalive_timeout, port=port, tls=tls,
+                               types=HLS_TYPES)
+        # Hard links: every origin serves the same files without copies.
+        for parent, dirs, files in os.walk(data_dir):
+            into = os.path.join(origin.root, os.path.relpath(parent, data_dir))
+            for name in dirs:
+                os.makedirs(os.path.join(into, name), mode=0o755, exist_ok=True)
+            for name in files:
+                os.link(os.path.join(parent, name), os.path.join(into, name))
         return origin.start()
 
     def set_lo_windows(self, segments):
@@ -476,11 +501,47 @@ class Row:
 
 def make_rows(args):
     rows = [Row("direct", "direct")]
-    rows += [Row(name, "builtin", name) for name in args.builtin]
+    for name in args.builtin:
+        rows.append(Row(name, "builtin", name))
+        if name == "keepalive-proxy":
+            rows += kp_rows(args)
+    if "keepalive-proxy" not in args.builtin:
+        rows += kp_rows(args)
     for i, address in enumerate(args.proxy):
         command = args.proxy_cmd[i] if i < len(args.proxy_cmd) else None
         rows.append(Row(f"proxy {address}", "external", address, command))
     return rows
+
+
+def kp_rows(args):
+    """The --kp-row rows: keepalive-proxy with flags of their own."""
+    return [Row(f"keepalive-proxy {text}", "builtin", "keepalive-proxy", extra=shlex.split(text))
+            for text in args.kp_row]
+
+
+def write_hls(data_dir, source, count, size, seconds=HLS_SEGMENT_SECONDS):
+    """A VOD media playlist HLS_PLAYLIST of count segments of size bytes,
+    cut in order from source: what an HLS origin serves, bytes aside."""
+    directory = os.path.join(data_dir, os.path.dirname(HLS_PLAYLIST))
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    names = [f"seg{i:05d}.ts" for i in range(count)]
+    with open(source, "rb") as f:
+        for name in names:
+            data = f.read(size)
+            if len(data) != size:
+                raise RuntimeError(f"{source} is too short for {count} segments of {size} B")
+            with open(os.path.join(directory, name), "wb") as out:
+                os.fchmod(out.fileno(), 0o644)
+                out.write(data)
+    lines = ["#EXTM3U", "#EXT-X-VERSION:3",
+             f"#EXT-X-TARGETDURATION:{math.ceil(seconds)}", "#EXT-X-MEDIA-SEQUENCE:0",
+             "#EXT-X-PLAYLIST-TYPE:VOD"]
+    for name in names:
+        lines += [f"#EXTINF:{seconds:.3f},", name]
+    lines.append("#EXT-X-ENDLIST")
+    with open(os.path.join(data_dir, HLS_PLAYLIST), "w") as f:
+        os.fchmod(f.fileno(), 0o644)
+        f.write("\n".join(lines) + "\n")
 
 
 def origin_log(origin, mark):
@@ -652,7 +713,14 @@ class Bench:
         self.back_to_back(bed, scenario="https", rows=rows, origin=bed.origin_tls,
                           extra=["--tls", "--cafile", bed.pki.bundle])
 
-    def back_to_back(self, bed, scenario="back-to-back", rows=None, origin=None, extra=()):
+    def hls(self, bed):
+        """An HLS player's fetches: the playlist, then its segments in
+        order, each a plain GET on a new connection. No ranges, so a proxy
+        has nothing to read ahead, only connections to keep."""
+        self.back_to_back(bed, scenario="hls", mode="hls", path=HLS_PLAYLIST)
+
+    def back_to_back(self, bed, scenario="back-to-back", rows=None, origin=None, extra=(),
+                     mode="chunks", path=None):
         args = self.args
         rtt = bed.rtt_ms / 1e3
         n = args.chunks
@@ -679,7 +747,8 @@ class Bench:
                       f"{' | '.join(routes.splitlines())}", flush=True)
             variant = f" +lo iw{args.lo_initcwnd}" if raised else ""
             result, requests, conns, dl = self.sequential(
-                bed, scenario, row, variant, ["--chunks", n, *extra], origin=origin)
+                bed, scenario, row, variant, ["--chunks", n, *extra], origin=origin, mode=mode,
+                path=path)
             times = chunk_times(result)
             _first, total = chunk_span(result)
             warm = warm_span(result)
@@ -705,6 +774,11 @@ class Bench:
                 "busy_cores": self.env.get("busy_cores_during"),
                 "emulator_late_share": late_share(dl),
             }
+            playlist = result.get("playlist")
+            if playlist:
+                values["playlist_ms"] = ms(playlist["end"] - playlist["start"])
+                values["total_with_playlist_s"] = (max(c["end"] for c in result["chunks"])
+                                                   - playlist["start"])
             self.record(bed, scenario, row, variant, values, result, dl)
             table.append(dict(values, proxy=row.label + variant))
             if scenario == "back-to-back":
@@ -714,11 +788,18 @@ class Bench:
             print(f"  {row.label + variant}: {total:.2f} s", flush=True)
         if bed.lo_raised:
             bed.set_lo_windows(0)
+        if mode == "hls":
+            what = (f"{scenario}: playlist, then {n} segments of {args.chunk_size} B, each a "
+                    f"plain GET on a new connection (total: segments only)")
+            playlist_columns = [("playlist ms", "playlist_ms", "{:.0f}")]
+        else:
+            what = f"{scenario}: {n} x {args.chunk_size} B, each chunk a new connection"
+            playlist_columns = []
         kpbench.print_table(
-            f"{scenario}: {n} x {args.chunk_size} B, each chunk a new connection, "
-            f"RTT {bed.rtt_ms:g} ms, {args.rate_mbit:g} Mbit/s; "
+            f"{what}, RTT {bed.rtt_ms:g} ms, {args.rate_mbit:g} Mbit/s; "
             f"L = {n} x (chunk/rate + RTT) = {limit:.3f} s, chunk/rate + RTT = {ms(ideal):.2f} ms",
             [("proxy", "proxy", None), ("lo iw", "lo_initcwnd", None),
+             *playlist_columns,
              ("total s", "total_s", "{:.2f}"), ("speedup", "speedup", "{:.2f}x"),
              ("% of L", "share_of_limit", "{:.1%}"),
              ("% of L after 1st", "share_of_limit_after_first", "{:.1%}"),
@@ -1317,6 +1398,8 @@ def main():
                                                    args.overlap_workers * args.overlap_chain)
         file_size = max(chunks_needed * args.chunk_size, overlap_chunks * args.overlap_size)
         kpbench.write_file(os.path.join(data_dir, FILE), file_size)
+        if "hls" in args.scenarios:
+            write_hls(data_dir, os.path.join(data_dir, FILE), args.chunks, args.chunk_size)
         # About five seconds at the configured rate for the one-connection check.
         long_size = int(args.rate_mbit * 1e6 / 8 * 5)
         kpbench.write_file(os.path.join(data_dir, LONG_FILE), long_size)

@@ -20,6 +20,10 @@ Modes:
           head has arrived, in rounds likewise
   rtt     --count TCP connects to the origin; connect() takes one round trip
   stream  one plain GET over one connection, progress sampled as it arrives
+  hls     an HLS player's fetches: the media playlist --path on a connection of
+          its own, then the segments it lists, in order, back-to-back, each a
+          plain GET on a new connection (with --reuse, everything over one
+          kept-alive connection); --chunks caps the segments fetched (0: all)
 
 With --tls the origin speaks HTTPS: direct, or through the proxy by CONNECT
 (which a proxy tunnels, or keepalive-proxy may intercept), verified against
@@ -35,6 +39,7 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 
 RECV_BUFFER = 4 << 20
 IO_TIMEOUT = 60.0
@@ -47,7 +52,7 @@ class FetchError(Exception):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=("chunks", "rtt", "stream"))
+    p.add_argument("mode", choices=("chunks", "rtt", "stream", "hls"))
     p.add_argument("--origin", required=True, help="HOST:PORT of the origin")
     p.add_argument("--path", default="/file.bin")
     p.add_argument("--proxy", help="HOST:PORT of an HTTP proxy; absent: direct")
@@ -110,7 +115,7 @@ def read_head(sock):
     while True:
         end = data.find(b"\r\n\r\n")
         if end >= 0:
-            return bytes(data[:end]).decode("latin-1"), len(data) - end - 4
+            return bytes(data[:end]).decode("latin-1"), bytes(data[end + 4:])
         if len(data) > 65536:
             raise FetchError("response head too long")
         piece = sock.recv(65536)
@@ -133,11 +138,13 @@ def parse_head(head):
     return int(parts[1]), headers
 
 
-def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None, on_head=None):
+def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None, on_head=None,
+        body=None):
     """One request on a fresh connection, or on keep["sock"] when keep is a
     dict (the connection stays open there for the next request). Returns
-    timings and sizes; a range response must be a 206 of exactly the bytes
-    asked for."""
+    timings, sizes and the Content-Type; a range response must be a 206 of
+    exactly the bytes asked for. The body is counted and dropped, or
+    appended to body, a bytearray, for a caller that reads it."""
     host, port = split_hostport(origin)
     authority = f"{host}:{port}"
     target = f"http://{authority}{path}" if proxy and not TLS else path
@@ -155,7 +162,10 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
     try:
         t_connected = time.monotonic()
         sock.sendall(request)
-        head, got = read_head(sock)
+        head, early = read_head(sock)
+        got = len(early)
+        if body is not None:
+            body += early
         t_head = time.monotonic()
         if on_head:
             on_head()
@@ -180,6 +190,8 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
             if n == 0:
                 raise FetchError(f"connection closed after {got} of {length} body bytes")
             got += n
+            if body is not None:
+                body += buf[:n]
             if on_progress:
                 on_progress(got)
         t_end = time.monotonic()
@@ -192,7 +204,7 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
             if keep is not None:
                 keep["sock"] = None
     return {"start": t_start, "connected": t_connected, "head": t_head, "end": t_end,
-            "bytes": got, "status": status}
+            "bytes": got, "status": status, "content_type": headers.get("content-type")}
 
 
 def run_worker(args, worker, results):
@@ -315,13 +327,59 @@ def mode_stream(args):
     return result
 
 
+def playlist_segments(text, playlist_path):
+    """The segments of an HLS media playlist as paths on the origin, in
+    order: every line that is neither blank nor a tag or comment is a URI
+    (RFC 8216, 4.1), relative ones resolved against the playlist's. The
+    playlist's query, the run's tag, goes along to segments without one of
+    their own, so the origin's log can tell one run's requests from
+    another's; a player would not do that, the origin does not care."""
+    if not text.startswith("#EXTM3U"):
+        raise FetchError("the playlist does not start with #EXTM3U")
+    base, _, query = playlist_path.partition("?")
+    paths = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, line))
+        path = parts.path + ("?" + parts.query if parts.query else "?" + query if query else "")
+        paths.append(path)
+    if not paths:
+        raise FetchError("the playlist lists no segment")
+    return paths
+
+
+def mode_hls(args):
+    keep = {} if args.reuse else None
+    text = bytearray()
+    playlist = get(args.origin, args.proxy, args.path, keep=keep, body=text)
+    if playlist["content_type"] != "application/vnd.apple.mpegurl":
+        raise FetchError(f"playlist served as {playlist['content_type']!r}")
+    paths = playlist_segments(text.decode("utf-8"), args.path)
+    listed = len(paths)
+    if args.chunks:
+        paths = paths[:args.chunks]
+    results = []
+    for index, path in enumerate(paths):
+        record = {"worker": 0, "index": index, "due": time.monotonic(), "path": path}
+        try:
+            record.update(get(args.origin, args.proxy, path, keep=keep))
+        except (OSError, FetchError) as e:
+            record.update({"error": f"{type(e).__name__}: {e}", "end": time.monotonic()})
+        results.append(record)
+    return {"playlist": playlist, "segments_listed": listed, "chunks": results,
+            "errors": sum(1 for r in results if "error" in r)}
+
+
 def main():
     global TLS
     args = parse_args()
     if args.tls:
         TLS = tls_context(args.cafile)
     try:
-        out = {"chunks": mode_chunks, "rtt": mode_rtt, "stream": mode_stream}[args.mode](args)
+        out = {"chunks": mode_chunks, "rtt": mode_rtt, "stream": mode_stream,
+               "hls": mode_hls}[args.mode](args)
     except (OSError, FetchError) as e:
         out = {"fatal": f"{type(e).__name__}: {e}"}
     json.dump(out, sys.stdout)
