@@ -158,6 +158,23 @@ stream_key(const struct sockaddr *client, const char *key, const char *path, siz
 	return n > 0 && (size_t)n < cap;
 }
 
+/*
+ * The stream key of one client's reading of path. A CMCD query parameter
+ * is left out: a player sending CMCD in the query sends other values with
+ * every request for the same object.
+ */
+static bool
+path_key(const struct readahead_ask *ask, const char *path, size_t path_len, char *out,
+         size_t cap)
+{
+	char stripped[HLS_MAX_PATH];
+	size_t len;
+
+	if (!hls_cmcd_strip(path, path_len, stripped, sizeof(stripped), &len))
+		return false;
+	return stream_key(ask->client, ask->key, stripped, len, out, cap);
+}
+
 /* ---- pieces: freed at a known point ---------------------------------------- */
 
 static void
@@ -770,8 +787,7 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 		return NULL;
 	form = ranges_requested(h, base, &asked);
 	if ((form != RANGE_SINGLE && form != RANGE_OPEN && form != RANGE_NONE) ||
-	    !stream_key(ask->client, ask->key, ask->target->path, ask->target->path_len, key,
-	                sizeof(key)) ||
+	    !path_key(ask, ask->target->path, ask->target->path_len, key, sizeof(key)) ||
 	    !(s = stream_find(ra, key)))
 		return NULL;
 	s->used = clock_now(ra->env->clock);
@@ -844,7 +860,7 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 	struct ra_stream *s;
 	struct buf *out;
 
-	if (!stream_key(ask->client, ask->key, seg->path, seg->path_len, key, sizeof(key)) ||
+	if (!path_key(ask, seg->path, seg->path_len, key, sizeof(key)) ||
 	    !(s = stream_get(ra, key)))
 		return false;
 	if (seg->has_range ? entry_at(s, seg->range.first) != NULL : entry_whole(s) != NULL)
@@ -858,6 +874,47 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 		                   (size_t)(seg->range.last - seg->range.first + 1) +
 		                           cfg_of(ra)->max_header_bytes + HEAD_ROOM);
 	return fetch_start(s, ask, out, &whole, false, true, charged);
+}
+
+/*
+ * Memory for a whole object fetched ahead, after one of length bytes (0:
+ * unknown): half again as much, as the objects a player asks for in turn
+ * are of about one length. Past it the fetch fails and the client asks
+ * the origin itself.
+ */
+static size_t
+whole_charge(const struct kp_config *cfg, uint64_t length)
+{
+	uint64_t charged = length ? length + length / 2 + cfg->max_header_bytes + HEAD_ROOM
+	                          : cfg->read_ahead_memory / 8;
+
+	return charged < cfg->read_ahead_memory / 2 ? (size_t)charged : cfg->read_ahead_memory / 2;
+}
+
+/*
+ * A player's own word on what it asks for next (CMCD nor and nrr, read by
+ * hls.c): that object, or that range of it, is fetched for the client.
+ * An open nrr ("<start>-") is not followed: its length is not known.
+ */
+static void
+predict_cmcd(struct readahead *ra, const struct readahead_ask *ask, const struct http_head *req,
+             const char *base, const struct http_head *resp)
+{
+	const char *path = base + req->url.off;
+	size_t path_len = req->url.len;
+	struct hls_cmcd hint;
+	struct hls_segment next;
+	char next_path[HLS_MAX_PATH];
+	uint64_t length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
+
+	if (!hls_cmcd_read(req, base, path, path_len, &hint) ||
+	    (hint.has_nrr && hint.nrr.last == UINT64_MAX) ||
+	    !hls_cmcd_path(&hint, path, path_len, next_path, sizeof(next_path), &next.path_len))
+		return;
+	next.path = next_path;
+	next.has_range = hint.has_nrr;
+	next.range = hint.nrr;
+	fetch_segment(ra, ask, req, base, &next, whole_charge(cfg_of(ra), length));
 }
 
 /*
@@ -895,13 +952,9 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 	ra->playlists = p;
 	p->used = clock_now(ra->env->clock);
 	length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
-	charged = length ? (size_t)(length + length / 2) + cfg->max_header_bytes + HEAD_ROOM
-	                 : cfg->read_ahead_memory / 8;
-	if (charged > cfg->read_ahead_memory / 2)
-		charged = cfg->read_ahead_memory / 2;
+	charged = whole_charge(cfg, length);
 	depth = FIRST_DEPTH < cfg->read_ahead_depth ? FIRST_DEPTH : cfg->read_ahead_depth;
-	if (stream_key(ask->client, ask->key, path, path_len, key, sizeof(key)) &&
-	    (cur = stream_find(ra, key)) != NULL) {
+	if (path_key(ask, path, path_len, key, sizeof(key)) && (cur = stream_find(ra, key)) != NULL) {
 		double rtt = net_rtt(upstream_fd);
 
 		if (rtt > 0)
@@ -1045,15 +1098,17 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	    req.method != HTTP_GET)
 		return;
 	form = ranges_requested(&req, base, &asked);
-	if (ra->playlists && (resp->status == 200 || resp->status == 206))
-		predict_segments(ra, ask, &req, base, form, &asked, resp, upstream_fd);
+	if (resp->status == 200 || resp->status == 206) {
+		predict_cmcd(ra, ask, &req, base, resp);
+		if (ra->playlists)
+			predict_segments(ra, ask, &req, base, form, &asked, resp, upstream_fd);
+	}
 	if (resp->status != 206 || (form != RANGE_SINGLE && form != RANGE_OPEN) ||
 	    !ranges_answered(resp, rbase, &got, &complete) || got.first != asked.first ||
 	    ranges_response_private(resp, rbase) || !ranges_identity(resp, rbase, &id))
 		return;
 	request_path(&req, base, &path, &path_len);
-	if (!stream_key(ask->client, ask->key, path, path_len, key, sizeof(key)) ||
-	    !(s = stream_get(ra, key)))
+	if (!path_key(ask, path, path_len, key, sizeof(key)) || !(s = stream_get(ra, key)))
 		return;
 	if ((rtt = net_rtt(upstream_fd)) > 0)
 		s->rtt = rtt;

@@ -1578,6 +1578,79 @@ origin_closing_after_one_pipelined_answer(void)
 	stop_proxy();
 }
 
+/* GETs path whole, with fields, and expects the object as the origin sends it. */
+static void
+get_whole(struct client *c, struct origin *og, const char *path, const char *fields)
+{
+	struct response r;
+	char text[1024];
+
+	snprintf(text, sizeof(text), "User-Agent: kp-e2e\r\n%s", fields ? fields : "");
+	send_request(c, "GET", og, path, "HTTP/1.1", text);
+	read_response_ok(c, &r, 0);
+	if (r.head.status != 200 || r.body.len != obj.size ||
+	    r.body.fnv != pattern_range_fnv(0, obj.size)) {
+		response_print(&r);
+		fail_msg("%s: expected the whole object", path);
+	}
+	response_free(&r);
+}
+
+/* How many requests the origin saw for path (its query included). */
+static unsigned
+origin_saw_path(struct origin *og, const char *path)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < origin_request_count(og); i++) {
+		const struct origin_request *q = origin_request_at(og, i);
+
+		n += q && strcmp(q->head.target, path) == 0;
+	}
+	return n;
+}
+
+/*
+ * A player that names its next request in CMCD (nor, in a header or in the
+ * query): that object is fetched for it and served from memory, its own
+ * CMCD query not mattering; a nor climbing with ".." is not followed.
+ */
+static void
+cmcd_next_object_request(void)
+{
+	struct origin *og;
+	struct client c;
+
+	object_init(256 * 1024);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", NULL});
+	client_open(&c, px.port);
+
+	get_whole(&c, og, "/v/seg1.bin", "CMCD-Request: nor=\"seg2.bin\"\r\n");
+	if (!origin_wait_requests(og, 2, WAIT_MS))
+		fail_msg("the object CMCD named was not fetched");
+	wait_all_idle(__FILE__, __LINE__);
+	get_whole(&c, og, "/v/seg2.bin", NULL);
+	assert_int_equal(origin_saw_path(og, "/v/seg2.bin"), 1);
+
+	/* The query form; the next request carries a CMCD query of its own. */
+	get_whole(&c, og, "/v/seg3.bin?CMCD=nor%3D%22seg4.bin%22%2Csid%3D%22s1%22", NULL);
+	if (!origin_wait_requests(og, 4, WAIT_MS))
+		fail_msg("the object the CMCD query named was not fetched");
+	wait_all_idle(__FILE__, __LINE__);
+	get_whole(&c, og, "/v/seg4.bin?CMCD=sid%3D%22s1%22", NULL);
+	assert_int_equal(origin_saw_path(og, "/v/seg4.bin"), 1);
+	assert_int_equal(origin_saw_path(og, "/v/seg4.bin?CMCD=sid%3D%22s1%22"), 0);
+
+	/* Out of the player's directory: refused. */
+	get_whole(&c, og, "/v/seg5.bin", "CMCD-Request: nor=\"..%2Fsecret.bin\"\r\n");
+	client_close(&c);
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	assert_int_equal(origin_request_count(og), 5);
+	counts(2, 2, 0, 0, 0, 0, 0);
+	stop_proxy();
+}
+
 static void
 nginx_and_curl(void)
 {
@@ -1680,6 +1753,7 @@ main(void)
 		E2E_TEST(nginx_and_curl),
 		E2E_TEST(hls_segments_from_a_playlist),
 		E2E_TEST(origin_closing_after_one_pipelined_answer),
+		E2E_TEST(cmcd_next_object_request),
 		E2E_TEST(intercepted_https),
 	};
 
