@@ -79,6 +79,7 @@ config_defaults(struct kp_config *cfg)
 	 * taking a small router's memory; a desktop can give far more.
 	 */
 	cfg->read_ahead_memory = 32u << 20;
+	cfg->read_ahead_ttl = 30;
 	/* Two: one piece arriving while the one before is read, and the one after that. */
 	cfg->read_ahead_depth = 4;
 	cfg->verbosity = 0;
@@ -390,6 +391,10 @@ const struct config_option config_options[] = {
 	      "read-ahead memory must be 1048576-17179869184 bytes")},
 	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 4)",
 	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},
+	{"read-ahead-ttl", 0, "SECONDS",
+	 "how long a range fetched ahead waits for its\n"
+	 "client (default 30)",
+	 SECONDS(read_ahead_ttl, "read-ahead TTL must be a number of seconds above 0")},
 	{"verbose", 'v', NULL, "more logging; repeat for more",
 	 .kind = CONFIG_OPT_COUNT, .field = FIELD(verbosity, int)},
 	{"version", 'V', NULL, "print the version and the TLS library, and exit",

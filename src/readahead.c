@@ -20,7 +20,7 @@
 #include "kp/table.h"
 
 /* How often held pieces and quiet streams are looked at: a few times per TTL. */
-#define SWEEP_SECONDS (READAHEAD_TTL / 4)
+#define SWEEPS_PER_TTL 4
 /* Room for the stored head beside the body a piece may hold. */
 #define HEAD_ROOM 1024
 /* Playlists remembered, all clients together; the least recently used goes first. */
@@ -33,6 +33,12 @@ enum entry_state {
 };
 
 struct ra_stream;
+
+/* What one client address holds: no client takes more than half of --read-ahead-memory. */
+struct ra_client {
+	struct table_node node;          /* in ra->clients, keyed by the address */
+	size_t charged;
+};
 
 /* One piece fetched ahead: its request, its response in memory, the exchange fetching it. */
 struct ra_entry {
@@ -47,6 +53,7 @@ struct ra_entry {
 	unsigned readers;                /* clients reading it now */
 	uint64_t served;                 /* the most body bytes one client was given */
 	size_t charged;                  /* bytes counted against --read-ahead-memory */
+	struct ra_client *client;        /* whose share they count in */
 	ev_tstamp held_since;
 	ev_tstamp head_at;               /* its response head arrived; 0: not yet */
 	struct buf *req;                 /* the request the proxy sent: compared with clients' */
@@ -105,6 +112,7 @@ struct ra_playlist {
 struct readahead {
 	const struct proxy_env *env;
 	struct table streams;
+	struct table clients;                 /* struct ra_client by address */
 	struct ra_playlist_held *playlists;   /* most recently used first */
 	unsigned nplaylists;
 	size_t charged;                  /* bytes counted against the memory cap */
@@ -178,10 +186,15 @@ path_key(const struct readahead_ask *ask, const char *path, size_t path_len, cha
 /* ---- pieces: freed at a known point ---------------------------------------- */
 
 static void
-charge(struct readahead *ra, size_t bytes, bool add)
+charge(struct readahead *ra, struct ra_client *c, size_t bytes, bool add)
 {
 	ra->charged = add ? ra->charged + bytes : ra->charged - bytes;
+	c->charged = add ? c->charged + bytes : c->charged - bytes;
 	kp_stats.readahead_bytes_held = ra->charged;
+	if (c->charged == 0) {
+		table_remove(&ra->clients, &c->node);
+		free(c);
+	}
 }
 
 static void
@@ -219,7 +232,7 @@ entry_free(struct ra_entry *e)
 	/* Counted before the store is freed: its length is what was fetched. */
 	kp_stats.readahead_wasted_bytes += unserved_bytes(e);
 	memstore_free(&e->store);
-	charge(ra, e->charged, false);
+	charge(ra, e->client, e->charged, false);
 	buf_put(e->req);
 	buf_put(e->in);
 	buf_put(e->out);
@@ -500,22 +513,36 @@ fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *re
 	struct http_target target = *ask->target;
 	struct ra_entry *e;
 
-	if (ra->charged + charged > cfg->read_ahead_memory) {
+	char addr[INET6_ADDRSTRLEN + 4];
+	struct table_node *held;
+	struct ra_client *client;
+
+	if (!stream_key(ask->client, "", "", 0, addr, sizeof(addr))) {
+		buf_put(req);
+		return false;
+	}
+	held = table_find(&ra->clients, addr);
+	if (ra->charged + charged > cfg->read_ahead_memory ||
+	    (held ? container_of(held, struct ra_client, node)->charged : 0) + charged >
+	            cfg->read_ahead_memory / 2) {
 		kp_stats.readahead_throttled++;
 		buf_put(req);
 		return false;
 	}
-	if (!(e = calloc(1, sizeof(*e)))) {
+	if (!(e = calloc(1, sizeof(*e))) ||
+	    !(client = TABLE_GET(&ra->clients, addr, struct ra_client, node))) {
+		free(e);
 		buf_put(req);
 		return false;
 	}
+	e->client = client;
 	e->req = req;
 	e->stream = s;
 	e->range = *range;
 	e->to_end = to_end;
 	e->whole = whole;
 	e->charged = charged;
-	charge(ra, charged, true);
+	charge(ra, client, charged, true);
 	e->next = s->entries;
 	s->entries = e;
 	memstore_init(&e->store, ra->env->loop, charged, fetch_io);
@@ -605,6 +632,44 @@ stream_forget(struct ra_stream *s)
 	for (struct ra_entry *e = s->entries; e; e = e->next)
 		if (!e->readers && e->state != ENTRY_FETCHING)
 			entry_drop(e);
+}
+
+/* Body bytes of e's answer still to come; 0 once it is held, or when not known. */
+static uint64_t
+bytes_to_come(const struct ra_entry *e)
+{
+	uint64_t want = e->range.last - e->range.first + 1;
+
+	if (e->whole || e->state != ENTRY_FETCHING || e->store.len >= want)
+		return 0;
+	return want - e->store.len;
+}
+
+/*
+ * The client asked for something else than what is fetched for it (it
+ * seeked, or switched): the fetches nobody reads are of no use now. One
+ * that is nearly in, a quarter or less to come, is let finish, so that its
+ * warm connection stays; any other is ended with its connection, which
+ * would otherwise carry bytes nobody wants for as long again. What came
+ * of them counts as wasted when they are freed.
+ */
+static void
+stream_abandon(struct ra_stream *s)
+{
+	for (struct ra_entry *e = s->entries; e; e = e->next) {
+		uint64_t left = bytes_to_come(e);
+
+		if (e->state != ENTRY_FETCHING || e->readers || e->dead || e->whole ||
+		    left <= (e->range.last - e->range.first + 1) / 4)
+			continue;
+		log_debug("read-ahead %s bytes=%llu-%llu: abandoned, %llu bytes to come", s->node.key,
+		          (unsigned long long)e->range.first, (unsigned long long)e->range.last,
+		          (unsigned long long)left);
+		exchange_release(&e->ex);
+		e->state = ENTRY_FAILED;
+		memstore_fail(&e->store);
+		entry_settle(e);
+	}
 }
 
 /* Stops prediction on a stream: a piece did not fit, or was not safe to serve. */
@@ -796,8 +861,10 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	if (!e || e->state == ENTRY_FAILED || guesses_ahead(s, e) > 1 ||
 	    (!e->whole && asked.last > e->range.last && !(asked.last == UINT64_MAX && e->to_end)) ||
 	    h->head_len > buf_capacity()) {
-		if (s->entries)
+		if (s->entries) {
 			kp_stats.readahead_misses++;
+			stream_abandon(s);
+		}
 		return NULL;
 	}
 	if (!(r = calloc(1, sizeof(*r))))
@@ -1165,11 +1232,12 @@ sweep_stream(struct table_node *n, void *arg)
 {
 	struct ra_stream *s = container_of(n, struct ra_stream, node);
 	ev_tstamp now = *(const ev_tstamp *)arg;
+	double ttl = cfg_of(s->ra)->read_ahead_ttl;
 
 	for (struct ra_entry *e = s->entries; e; e = e->next)
-		if (e->state == ENTRY_HELD && !e->readers && now - e->held_since > READAHEAD_TTL)
+		if (e->state == ENTRY_HELD && !e->readers && now - e->held_since > ttl)
 			entry_drop(e);
-	if (!s->entries && now - s->used > READAHEAD_TTL)
+	if (!s->entries && now - s->used > ttl)
 		stream_free(s);
 }
 
@@ -1183,7 +1251,7 @@ sweep_cb(struct clock_timer *t)
 	for (struct ra_playlist_held **pp = &ra->playlists; *pp;) {
 		struct ra_playlist_held *h = *pp;
 
-		if (now - h->used > READAHEAD_TTL) {
+		if (now - h->used > cfg_of(ra)->read_ahead_ttl) {
 			*pp = h->next;
 			hls_free(h->pl);
 			free(h);
@@ -1192,7 +1260,7 @@ sweep_cb(struct clock_timer *t)
 			pp = &h->next;
 		}
 	}
-	clock_timer_start(t, SWEEP_SECONDS);
+	clock_timer_start(t, cfg_of(ra)->read_ahead_ttl / SWEEPS_PER_TTL);
 }
 
 struct readahead *
@@ -1206,10 +1274,15 @@ readahead_new(const struct proxy_env *env)
 		free(ra);
 		return NULL;
 	}
+	if (table_init(&ra->clients) < 0) {
+		table_free(&ra->streams);
+		free(ra);
+		return NULL;
+	}
 	ra->env = env;
 	ev_prepare_init(&ra->reaper, reaper_cb);
 	clock_timer_init(&ra->sweep, env->clock, sweep_cb);
-	clock_timer_start(&ra->sweep, SWEEP_SECONDS);
+	clock_timer_start(&ra->sweep, env->cfg->read_ahead_ttl / SWEEPS_PER_TTL);
 	return ra;
 }
 
@@ -1242,5 +1315,7 @@ readahead_free(struct readahead *ra)
 		;
 	table_each(&ra->streams, free_stream, NULL);
 	table_free(&ra->streams);
+	/* Every client's share went with the last of its pieces. */
+	table_free(&ra->clients);
 	free(ra);
 }

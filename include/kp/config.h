@@ -93,6 +93,7 @@ struct kp_config {
 	bool read_ahead;             /* --read-ahead: fetch the next byte range before it is asked */
 	size_t read_ahead_memory;    /* --read-ahead-memory: bytes held or arriving, in all */
 	unsigned read_ahead_depth;   /* --read-ahead-depth: pieces ahead of a client, at most */
+	double read_ahead_ttl;       /* --read-ahead-ttl: seconds a held piece waits for its client */
 
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */

@@ -21,7 +21,7 @@
  *
  * Bounded: --read-ahead-memory in all (a prediction that would pass it is
  * not made, and counted as throttled), --read-ahead-depth pieces ahead per
- * stream, and a held piece nobody asked for within READAHEAD_TTL seconds is
+ * stream, and a held piece nobody asked for within --read-ahead-ttl seconds is
  * dropped (counted as wasted). A fetch in flight or joined is never dropped.
  */
 #ifndef KP_READAHEAD_H
@@ -35,9 +35,6 @@
 #include "kp/env.h"
 #include "kp/http.h"
 #include "kp/source.h"
-
-/* Seconds a held piece waits for its client before it is dropped. */
-#define READAHEAD_TTL 30.0
 
 struct readahead;
 

@@ -1237,6 +1237,104 @@ memory_cap_throttles(void)
 	stop_proxy();
 }
 
+/*
+ * A client that seeks while the piece fetched for it is still far from in:
+ * that fetch is ended with its connection (the seek does not wait for it),
+ * and what came of it is counted as wasted, less than the piece.
+ */
+static void
+a_seek_ends_a_fetch_far_from_done(void)
+{
+	const uint64_t g = grown(MIB);
+	struct origin *og;
+	struct client c;
+	double wasted;
+
+	object_init(8 * MIB);
+	object_twist("/object.bin", MIB, TWIST_GATE);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-depth", "1", NULL});
+	client_open(&c, px.port);
+	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
+	if (!origin_wait_requests(og, 2, WAIT_MS))
+		fail_msg("the proxy did not fetch the next range");
+	/* The seek is answered while the gated piece still holds back its body. */
+	piece(&c, og, "/object.bin", 4 * MIB, 5 * MIB - 1, NULL);
+	client_close(&c);
+	metric_becomes("keepalive_proxy_readahead_misses_total", 1);
+	wasted = stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total");
+	if (wasted <= 0 || wasted >= (double)g)
+		fail_msg("wasted %.0f bytes of the abandoned piece, expected some, fewer than %llu",
+		         wasted, (unsigned long long)g);
+	if (proxy_log_count(&px, "abandoned") != 1)
+		fail_msg("the fetch far from done was not ended");
+	atomic_store(&obj.gate_open, true);
+	stop_proxy();
+}
+
+/*
+ * A client that stops: the pieces fetched for it are dropped once
+ * --read-ahead-ttl has passed, and counted as wasted.
+ */
+static void
+a_client_that_stops_frees_memory_within_the_ttl(void)
+{
+	const uint64_t g = grown(MIB);
+	struct origin *og;
+	struct client c;
+
+	object_init(4 * MIB);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "1", NULL});
+	client_open(&c, px.port);
+	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
+	quiet(og, 3);
+	client_close(&c);
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0)
+		fail_msg("the pieces were dropped before their time to live");
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total"),
+	                 2 * g);
+	counts(2, 0, 0, 0, 0, 0, 0);
+	stop_proxy();
+}
+
+/*
+ * Twenty downloads at once from one client: what is held never passes the
+ * client's share (half of --read-ahead-memory), predictions past it are
+ * counted as throttled, and every client gets every piece right.
+ */
+static void
+twenty_streams_within_the_memory_cap(void)
+{
+	const double cap = 8 * MIB;
+	struct origin *og;
+	struct client c;
+	char path[32];
+	double held;
+
+	object_init(2 * MIB);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-memory", "8388608", NULL});
+	client_open(&c, px.port);
+	for (unsigned k = 0; k < 20; k++) {
+		snprintf(path, sizeof(path), "/stream%u.bin", k);
+		piece(&c, og, path, 0, MIB / 2 - 1, NULL);
+		held = stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held");
+		if (held > cap / 2)
+			fail_msg("%.0f bytes held after %u streams, more than the client's share %.0f",
+			         held, k + 1, cap / 2);
+	}
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_throttled_total") == 0)
+		fail_msg("no prediction was throttled by the memory cap");
+	for (unsigned k = 0; k < 20; k++) {
+		snprintf(path, sizeof(path), "/stream%u.bin", k);
+		piece(&c, og, path, MIB / 2, MIB - 1, NULL);
+	}
+	client_close(&c);
+	stop_proxy();
+}
+
 /* ---- nginx and curl ---- */
 
 struct nginx {
@@ -1750,6 +1848,9 @@ main(void)
 		E2E_TEST(failed_fetches_fall_back_to_the_origin),
 		E2E_TEST(only_a_206_to_a_get_predicts),
 		E2E_TEST(memory_cap_throttles),
+		E2E_TEST(a_seek_ends_a_fetch_far_from_done),
+		E2E_TEST(a_client_that_stops_frees_memory_within_the_ttl),
+		E2E_TEST(twenty_streams_within_the_memory_cap),
 		E2E_TEST(nginx_and_curl),
 		E2E_TEST(hls_segments_from_a_playlist),
 		E2E_TEST(origin_closing_after_one_pipelined_answer),

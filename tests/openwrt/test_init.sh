@@ -139,8 +139,9 @@ check "read-ahead with a router's memory" \
 "config keepalive-proxy 'main'
 	option read_ahead '1'
 	option read_ahead_memory '16777216'
-	option read_ahead_depth '1'" \
-	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 "
+	option read_ahead_depth '1'
+	option read_ahead_ttl '10'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 --read-ahead-ttl 10 "
 
 check "read-ahead off is no flag" \
 "config keepalive-proxy 'main'

@@ -655,7 +655,7 @@ static const struct {
 /* Above 0, at most a day. */
 static const char *const seconds_options[] = {
 	"idle-timeout", "queue-timeout", "connect-timeout", "response-timeout", "io-timeout",
-	"client-timeout", "header-timeout", "dns-ttl", "tunnel-timeout",
+	"client-timeout", "header-timeout", "dns-ttl", "tunnel-timeout", "read-ahead-ttl",
 };
 
 static const struct config_option *
@@ -805,6 +805,7 @@ static const struct {
 	{"read-ahead", AT(read_ahead)},
 	{"read-ahead-memory", AT(read_ahead_memory)},
 	{"read-ahead-depth", AT(read_ahead_depth)},
+	{"read-ahead-ttl", AT(read_ahead_ttl)},
 	{"verbose", AT(verbosity)},
 };
 
