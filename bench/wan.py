@@ -708,8 +708,12 @@ class Bench:
         """back-to-back over HTTPS: every other proxy tunnels (each chunk pays
         TCP and TLS handshakes and slow start on the path), keepalive-proxy
         both tunnels and, in a row of its own, intercepts the origin."""
+        intercept = bed.pki.intercept_args([ORG_ADDR])
         rows = self.rows + [Row("keepalive-proxy intercepting", "builtin", "keepalive-proxy",
-                                extra=bed.pki.intercept_args([ORG_ADDR]))]
+                                extra=intercept)]
+        # Each --kp-row intercepting too: what its flags do inside HTTPS.
+        rows += [Row(f"keepalive-proxy intercepting {text}", "builtin", "keepalive-proxy",
+                     extra=intercept + shlex.split(text)) for text in self.args.kp_row]
         self.back_to_back(bed, scenario="https", rows=rows, origin=bed.origin_tls,
                           extra=["--tls", "--cafile", bed.pki.bundle])
 
