@@ -544,6 +544,22 @@ def write_hls(data_dir, source, count, size, seconds=HLS_SEGMENT_SECONDS):
         f.write("\n".join(lines) + "\n")
 
 
+def write_tagged_playlist(root, tag, count, seconds=HLS_SEGMENT_SECONDS):
+    """A copy of HLS_PLAYLIST under root whose segment URIs carry
+    ?run=tag; returns its path below root."""
+    name = os.path.join(os.path.dirname(HLS_PLAYLIST), f"{tag}.m3u8")
+    lines = ["#EXTM3U", "#EXT-X-VERSION:3",
+             f"#EXT-X-TARGETDURATION:{math.ceil(seconds)}", "#EXT-X-MEDIA-SEQUENCE:0",
+             "#EXT-X-PLAYLIST-TYPE:VOD"]
+    for i in range(count):
+        lines += [f"#EXTINF:{seconds:.3f},", f"seg{i:05d}.ts?run={tag}"]
+    lines.append("#EXT-X-ENDLIST")
+    with open(os.path.join(root, name), "w") as f:
+        os.fchmod(f.fileno(), 0o644)
+        f.write("\n".join(lines) + "\n")
+    return name
+
+
 def origin_log(origin, mark):
     """Access log lines since mark: (connection serial, status, request)."""
     entries = []
@@ -681,6 +697,11 @@ class Bench:
                 mark = origin.log_mark()
                 before = bed.delayline.snapshot()
                 argv = ["--path", f"/{path or FILE}?run={tag}"]
+                if mode == "hls":
+                    # The run's tag in the segment URIs, as a CDN's token
+                    # would be: a player asks for exactly what is listed.
+                    argv = ["--path", "/" + write_tagged_playlist(
+                        (origin or bed.origin).root, tag, self.args.chunks) + f"?run={tag}"]
                 if mode == "chunks":
                     argv += ["--chunk-size", self.args.chunk_size]
                 argv += extra
@@ -719,8 +740,10 @@ class Bench:
 
     def hls(self, bed):
         """An HLS player's fetches: the playlist, then its segments in
-        order, each a plain GET on a new connection. No ranges, so a proxy
-        has nothing to read ahead, only connections to keep."""
+        order, each a plain GET on a new connection: a proxy that reads
+        ahead follows the playlist. Each run gets a copy of the playlist
+        whose segment URIs carry its tag, so the origin's log tells runs
+        apart while the player asks for exactly what is listed."""
         self.back_to_back(bed, scenario="hls", mode="hls", path=HLS_PLAYLIST)
 
     def back_to_back(self, bed, scenario="back-to-back", rows=None, origin=None, extra=(),

@@ -38,6 +38,9 @@ wait_timeout(const struct exchange *ex)
 
 	if (ex->tunneling)
 		return cfg->tunnel_timeout;
+	/* Pipelined: its request is out, its answer comes after the one in progress. */
+	if (!ex->src && dispatch_piped(&ex->waiter))
+		return cfg->response_timeout;
 	/* No source yet: waiting for a connection (the wait starts before dispatch hears of it). */
 	if (!ex->src)
 		return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout

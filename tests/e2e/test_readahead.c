@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "harness.h"
@@ -1300,6 +1301,47 @@ a_client_that_stops_frees_memory_within_the_ttl(void)
 }
 
 /*
+ * A reader that takes its piece slowly: what is held stays within what was
+ * fetched (nothing grows while it reads), the piece it reads is not
+ * dropped when --read-ahead-ttl passes, and it gets every byte.
+ */
+static void
+a_slow_reader_stays_bounded(void)
+{
+	const uint64_t piece_len = 6 * MIB;
+	struct origin *og;
+	struct client c;
+	struct response r;
+	double held;
+	int small = 4096;
+
+	object_init(4 * piece_len);
+	og = origin_start(serve_object, NULL);
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "0.5", NULL});
+	client_open(&c, px.port);
+	piece(&c, og, "/object.bin", 0, piece_len - 1, NULL);
+	client_close(&c);
+	quiet(og, 3);
+	held = stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held");
+	client_open(&c, px.port);
+	assert_int_equal(setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	send_request(&c, "GET", og, "/object.bin", "HTTP/1.1",
+	             "Range: bytes=6291456-12582911\r\nUser-Agent: kp-e2e\r\n");
+	metric_becomes("keepalive_proxy_readahead_hits_total", 1);
+	sleep_ms(1500);
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") > held)
+		fail_msg("more held while a reader is slow than was fetched");
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0)
+		fail_msg("the piece a client is still reading was dropped");
+	read_response_ok(&c, &r, 0);
+	expect_piece(&r, piece_len, 2 * piece_len - 1, __FILE__, __LINE__);
+	response_free(&r);
+	client_close(&c);
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	stop_proxy();
+}
+
+/*
  * Twenty downloads at once from one client: what is held never passes the
  * client's share (half of --read-ahead-memory), predictions past it are
  * counted as throttled, and every client gets every piece right.
@@ -1524,9 +1566,10 @@ curl_downloads_in_ranges(struct nginx *ng, const char *url, const char *cacert)
 	free(text);
 }
 
-/* Writes an HLS media playlist of segments first..last (seg<k>.ts), ended (VOD) or live. */
+/* Writes an HLS media playlist of segments first..last (<name><k>.ts), ended (VOD) or live. */
 static void
-write_playlist(const char *path, unsigned first, unsigned last, bool ended)
+write_named_playlist(const char *path, const char *name, unsigned first, unsigned last,
+                     bool ended)
 {
 	char text[2048];
 	size_t n = (size_t)snprintf(text, sizeof(text),
@@ -1535,10 +1578,16 @@ write_playlist(const char *path, unsigned first, unsigned last, bool ended)
 	                            first);
 
 	for (unsigned k = first; k <= last; k++)
-		n += (size_t)snprintf(text + n, sizeof(text) - n, "#EXTINF:4.0,\nseg%u.ts\n", k);
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "#EXTINF:4.0,\n%s%u.ts\n", name, k);
 	if (ended)
 		snprintf(text + n, sizeof(text) - n, "#EXT-X-ENDLIST\n");
 	write_text_file(path, text);
+}
+
+static void
+write_playlist(const char *path, unsigned first, unsigned last, bool ended)
+{
+	write_named_playlist(path, "seg", first, last, ended);
 }
 
 /* curl GETs url (through the proxy) into dir/name; the body must be the pattern of len bytes. */
@@ -1749,6 +1798,61 @@ cmcd_next_object_request(void)
 	stop_proxy();
 }
 
+/*
+ * A player switching variant: after a segment of the low one, the next
+ * two of it are fetched; it then takes the high one's playlist and a
+ * segment of it, and the high one's next segments come from memory. The
+ * low one's are never served, and go as wasted after --read-ahead-ttl.
+ */
+static void
+hls_variant_switch(void)
+{
+	static struct nginx ng;
+	const uint64_t seg = 128 * 1024;
+	char url[160], path[320], name[64], *text;
+
+	require_program("curl", "KP_CURL");
+	nginx_start(&ng, harness_temp_dir(), false);
+	for (unsigned k = 0; k < 4; k++)
+		for (unsigned v = 0; v < 2; v++) {
+			snprintf(name, sizeof(name), "www/%s%u.ts", v ? "hi" : "lo", k);
+			path_join(path, sizeof(path), ng.dir, name);
+			write_pattern_file(path, seg);
+		}
+	path_join(path, sizeof(path), ng.dir, "www/lo.m3u8");
+	write_named_playlist(path, "lo", 0, 3, true);
+	path_join(path, sizeof(path), ng.dir, "www/hi.m3u8");
+	write_named_playlist(path, "hi", 0, 3, true);
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "1", NULL});
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/lo.m3u8", ng.port);
+	curl_get(&ng, url, "lo.m3u8", 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/lo0.ts", ng.port);
+	curl_get(&ng, url, "lo0.ts", seg);
+	wait_all_idle(__FILE__, __LINE__);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hi.m3u8", ng.port);
+	curl_get(&ng, url, "hi.m3u8", 0);
+	for (unsigned k = 1; k < 4; k++) {
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d/hi%u.ts", ng.port, k);
+		snprintf(name, sizeof(name), "hi%u.ts", k);
+		curl_get(&ng, url, name, seg);
+		wait_all_idle(__FILE__, __LINE__);
+	}
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	/* Two playlists, lo0, lo1 and lo2 ahead, hi1, and hi2 and hi3 ahead. */
+	text = wait_file_lines(ng.access_log, 8, WAIT_MS);
+	if (count_text(text, "\n") != 8 || count_text(text, " 131072\n") != 6)
+		fail_msg("nginx logged, expected two playlists and six segments once each:\n%s",
+		         text);
+	free(text);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_hits_total") +
+	                         stats_metric(stats_port, "keepalive_proxy_readahead_joins_total"),
+	                 2);
+	assert_true(stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total") >=
+	            2.0 * seg);
+	stop_proxy();
+}
+
 static void
 nginx_and_curl(void)
 {
@@ -1851,8 +1955,10 @@ main(void)
 		E2E_TEST(a_seek_ends_a_fetch_far_from_done),
 		E2E_TEST(a_client_that_stops_frees_memory_within_the_ttl),
 		E2E_TEST(twenty_streams_within_the_memory_cap),
+		E2E_TEST(a_slow_reader_stays_bounded),
 		E2E_TEST(nginx_and_curl),
 		E2E_TEST(hls_segments_from_a_playlist),
+		E2E_TEST(hls_variant_switch),
 		E2E_TEST(origin_closing_after_one_pipelined_answer),
 		E2E_TEST(cmcd_next_object_request),
 		E2E_TEST(intercepted_https),
