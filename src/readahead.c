@@ -38,6 +38,7 @@ struct ra_stream;
 struct ra_client {
 	struct table_node node;          /* in ra->clients, keyed by the address */
 	size_t charged;
+	double rtt, rate;                /* the path to the origins, as its fetches found it */
 };
 
 /* One piece fetched ahead: its request, its response in memory, the exchange fetching it. */
@@ -322,7 +323,7 @@ fetch_heard(struct exchange *ex)
 
 	e->head_at = clock_now(e->stream->ra->env->clock);
 	if (rtt > 0)
-		e->stream->rtt = rtt;
+		e->stream->rtt = e->client->rtt = rtt;
 }
 
 /*
@@ -341,6 +342,8 @@ time_fetch(struct ra_entry *e)
 	rate = (double)(e->whole ? e->store.len : e->range.last - e->range.first + 1) / took;
 	if (rate > e->stream->rate)
 		e->stream->rate = rate;
+	if (rate > e->client->rate)
+		e->client->rate = rate;
 }
 
 static void
@@ -902,12 +905,12 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
  * reads now.
  */
 static unsigned
-stream_depth(const struct ra_stream *s, uint64_t length, unsigned most)
+path_depth(double rtt, double rate, uint64_t length, unsigned most)
 {
-	double in_flight = s->rtt * s->rate;
+	double in_flight = rtt * rate;
 	uint64_t depth;
 
-	if (s->rtt <= 0 || s->rate <= 0 || length == 0)
+	if (rtt <= 0 || rate <= 0 || length == 0)
 		return FIRST_DEPTH < most ? FIRST_DEPTH : most;
 	if (in_flight >= (double)length * most)
 		return most;
@@ -999,7 +1002,8 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 	size_t path_len = req->url.len, client_len, charged;
 	const struct hls_segment *next;
 	struct ra_playlist_held *p, **pp;
-	struct ra_stream *cur;
+	struct ra_stream *cur = NULL;
+	struct table_node *held;
 	char client[600], key[9000];
 	unsigned depth;
 	uint64_t length;
@@ -1026,7 +1030,17 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 
 		if (rtt > 0)
 			cur->rtt = rtt;
-		depth = stream_depth(cur, length, cfg->read_ahead_depth);
+		depth = path_depth(cur->rtt, cur->rate, length, cfg->read_ahead_depth);
+	}
+	/*
+	 * Every segment is an object of its own, timed only once it is in:
+	 * until then, the path as this client's other fetches found it.
+	 */
+	if ((!cur || cur->rate <= 0) && stream_key(ask->client, "", "", 0, key, sizeof(key)) &&
+	    (held = table_find(&ra->clients, key)) != NULL) {
+		const struct ra_client *c = container_of(held, struct ra_client, node);
+
+		depth = path_depth(c->rtt, c->rate, length, cfg->read_ahead_depth);
 	}
 	for (unsigned i = 0; i < depth; i++) {
 		const struct hls_segment *seg = next;
@@ -1207,7 +1221,7 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	 * the longest seen / 0.95 covers a client that varies its lengths.
 	 */
 	margin = s->uniform && s->pieces >= 2 ? 0 : s->largest;
-	depth = s->uniform ? stream_depth(s, length, cfg->read_ahead_depth) : 1;
+	depth = s->uniform ? path_depth(s->rtt, s->rate, length, cfg->read_ahead_depth) : 1;
 	for (unsigned i = 0; i < depth; i++) {
 		if (!ranges_next(&from, complete, margin, cfg->read_ahead_memory / 2, &next))
 			break;
