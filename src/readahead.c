@@ -51,6 +51,7 @@ struct ra_entry {
 	enum entry_state state;
 	bool dead;                       /* on the reaper's list */
 	bool whole;                      /* a segment: the whole object, asked without a Range */
+	uint64_t expect;                 /* body bytes it should bring; 0: not known */
 	unsigned readers;                /* clients reading it now */
 	uint64_t served;                 /* the most body bytes one client was given */
 	size_t charged;                  /* bytes counted against --read-ahead-memory */
@@ -97,6 +98,7 @@ struct ra_playlist_held {
 	size_t client_len;               /* the "address dispatch-key " part of key */
 	struct hls_playlist *pl;
 	ev_tstamp used;
+	ev_tstamp followed;              /* a segment of it was last asked for; 0: never */
 };
 
 /* A playlist on its way to a client, read as it passes. */
@@ -509,7 +511,8 @@ segment_request(const struct http_head *h, const char *base, const struct hls_se
  */
 static bool
 fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *req,
-            const struct byte_range *range, bool to_end, bool whole, size_t charged)
+            const struct byte_range *range, bool to_end, bool whole, uint64_t expect,
+            size_t charged)
 {
 	struct readahead *ra = s->ra;
 	const struct kp_config *cfg = cfg_of(ra);
@@ -544,6 +547,7 @@ fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *re
 	e->range = *range;
 	e->to_end = to_end;
 	e->whole = whole;
+	e->expect = expect;
 	e->charged = charged;
 	charge(ra, client, charged, true);
 	e->next = s->entries;
@@ -575,7 +579,8 @@ fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_he
 		buf_put(out);
 		return false;
 	}
-	return fetch_start(s, ask, out, next, next->last == complete - 1, false, charged);
+	return fetch_start(s, ask, out, next, next->last == complete - 1, false,
+	                   next->last - next->first + 1, charged);
 }
 
 static struct ra_entry *
@@ -637,15 +642,15 @@ stream_forget(struct ra_stream *s)
 			entry_drop(e);
 }
 
-/* Body bytes of e's answer still to come; 0 once it is held, or when not known. */
+/* Bytes of e's answer still to come, about (the head is counted as body); 0 once it is in. */
 static uint64_t
 bytes_to_come(const struct ra_entry *e)
 {
-	uint64_t want = e->range.last - e->range.first + 1;
-
-	if (e->whole || e->state != ENTRY_FETCHING || e->store.len >= want)
+	if (e->state != ENTRY_FETCHING)
 		return 0;
-	return want - e->store.len;
+	if (e->expect == 0)
+		return UINT64_MAX;
+	return e->store.len < e->expect ? e->expect - e->store.len : 0;
 }
 
 /*
@@ -662,12 +667,10 @@ stream_abandon(struct ra_stream *s)
 	for (struct ra_entry *e = s->entries; e; e = e->next) {
 		uint64_t left = bytes_to_come(e);
 
-		if (e->state != ENTRY_FETCHING || e->readers || e->dead || e->whole ||
-		    left <= (e->range.last - e->range.first + 1) / 4)
+		if (e->state != ENTRY_FETCHING || e->readers || e->dead || left <= e->expect / 4)
 			continue;
-		log_debug("read-ahead %s bytes=%llu-%llu: abandoned, %llu bytes to come", s->node.key,
-		          (unsigned long long)e->range.first, (unsigned long long)e->range.last,
-		          (unsigned long long)left);
+		log_debug("read-ahead %s: abandoned, %s to come", s->node.key,
+		          left == UINT64_MAX ? "an unknown length" : "more than a quarter");
 		exchange_release(&e->ex);
 		e->state = ENTRY_FAILED;
 		memstore_fail(&e->store);
@@ -920,10 +923,13 @@ path_depth(double rtt, double rate, uint64_t length, unsigned most)
 
 /* ---- HLS: the segment after the one asked for ------------------------------ */
 
-/* Fetches one segment of a playlist for the client ask is of; false when it was not made. */
+/*
+ * Fetches one segment of a playlist for the client ask is of, expected to
+ * be about expect bytes (0: not known); false when it was not made.
+ */
 static bool
 fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struct http_head *req,
-              const char *base, const struct hls_segment *seg, size_t charged)
+              const char *base, const struct hls_segment *seg, uint64_t expect, size_t charged)
 {
 	static const struct byte_range whole = {0, UINT64_MAX};
 	char key[9000];
@@ -941,9 +947,10 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 	}
 	if (seg->has_range)
 		return fetch_start(s, ask, out, &seg->range, false, false,
+		                   seg->range.last - seg->range.first + 1,
 		                   (size_t)(seg->range.last - seg->range.first + 1) +
 		                           cfg_of(ra)->max_header_bytes + HEAD_ROOM);
-	return fetch_start(s, ask, out, &whole, false, true, charged);
+	return fetch_start(s, ask, out, &whole, false, true, expect, charged);
 }
 
 /*
@@ -984,7 +991,27 @@ predict_cmcd(struct readahead *ra, const struct readahead_ask *ask, const struct
 	next.path = next_path;
 	next.has_range = hint.has_nrr;
 	next.range = hint.nrr;
-	fetch_segment(ra, ask, req, base, &next, whole_charge(cfg_of(ra), length));
+	fetch_segment(ra, ask, req, base, &next, length, whole_charge(cfg_of(ra), length));
+}
+
+/*
+ * The client went from playlist old to another (a variant switch): what is
+ * on its way of old's segments is of no use now (stream_abandon).
+ */
+static void
+abandon_playlist(struct readahead *ra, const struct readahead_ask *ask,
+                 const struct ra_playlist_held *old)
+{
+	char key[9000];
+	struct ra_stream *s;
+
+	for (size_t i = 0; i < old->pl->nsegments; i++) {
+		const struct hls_segment *seg = &old->pl->segments[i];
+
+		if (seg->path && path_key(ask, seg->path, seg->path_len, key, sizeof(key)) &&
+		    (s = stream_find(ra, key)) != NULL)
+			stream_abandon(s);
+	}
 }
 
 /*
@@ -1001,7 +1028,7 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 	const char *path = base + req->url.off;
 	size_t path_len = req->url.len, client_len, charged;
 	const struct hls_segment *next;
-	struct ra_playlist_held *p, **pp;
+	struct ra_playlist_held *p, **pp, *last = NULL;
 	struct ra_stream *cur = NULL;
 	struct table_node *held;
 	char client[600], key[9000];
@@ -1011,17 +1038,28 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 	if (!stream_key(ask->client, ask->key, "", 0, client, sizeof(client)))
 		return;
 	client_len = strlen(client);
-	for (pp = &ra->playlists; (p = *pp) != NULL; pp = &p->next)
-		if (p->client_len == client_len && memcmp(p->key, client, client_len) == 0 &&
-		    hls_next(p->pl, path, path_len, form == RANGE_SINGLE, asked, &next))
+	for (pp = &ra->playlists; (p = *pp) != NULL; pp = &p->next) {
+		if (p->client_len != client_len || memcmp(p->key, client, client_len) != 0)
+			continue;
+		if (hls_next(p->pl, path, path_len, form == RANGE_SINGLE, asked, &next))
 			break;
+	}
 	if (!p)
 		return;
+	/* The playlist whose segments the client followed last, if another: it switched. */
+	for (struct ra_playlist_held *o = ra->playlists; o; o = o->next)
+		if (o != p && o->followed > p->followed && o->client_len == client_len &&
+		    memcmp(o->key, client, client_len) == 0 && (!last || o->followed > last->followed))
+			last = o;
+	if (last) {
+		abandon_playlist(ra, ask, last);
+		last->followed = 0;
+	}
 	/* Most recently used first. */
 	*pp = p->next;
 	p->next = ra->playlists;
 	ra->playlists = p;
-	p->used = clock_now(ra->env->clock);
+	p->used = p->followed = clock_now(ra->env->clock);
 	length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
 	charged = whole_charge(cfg, length);
 	depth = FIRST_DEPTH < cfg->read_ahead_depth ? FIRST_DEPTH : cfg->read_ahead_depth;
@@ -1045,7 +1083,7 @@ predict_segments(struct readahead *ra, const struct readahead_ask *ask,
 	for (unsigned i = 0; i < depth; i++) {
 		const struct hls_segment *seg = next;
 
-		if (!fetch_segment(ra, ask, req, base, seg, charged) ||
+		if (!fetch_segment(ra, ask, req, base, seg, length, charged) ||
 		    !hls_next(p->pl, seg->path, seg->path_len, seg->has_range, &seg->range, &next))
 			break;
 	}

@@ -229,7 +229,12 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		             "ETag: " ETAG "\r\nLast-Modified: " LAST_MODIFIED "\r\n"
 		             "Content-Length: %llu\r\n\r\n",
 		             (unsigned long long)obj.size);
-		if (!head_only)
+		if (head_only)
+			return;
+		/* A whole object held back: the twist of its path at 0. */
+		if (!range && take_twist(path, 0) == TWIST_GATE)
+			send_gated(c, 0, obj.size);
+		else
 			origin_send_pattern(c, 0, obj.size);
 		return;
 	}
@@ -1759,6 +1764,75 @@ origin_saw_path(struct origin *og, const char *path)
 	return n;
 }
 
+/* Playlists /lo.m3u8 and /hi.m3u8 (segments lo<k>.bin, hi<k>.bin, 0-3); the object elsewhere. */
+static void
+serve_variants(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	const char *path = req->head.target;
+	char text[512];
+	size_t n;
+
+	if (strcmp(path, "/lo.m3u8") != 0 && strcmp(path, "/hi.m3u8") != 0) {
+		serve_object(c, req, arg);
+		return;
+	}
+	n = (size_t)snprintf(text, sizeof(text), "#EXTM3U\n#EXT-X-TARGETDURATION:4\n");
+	for (unsigned k = 0; k < 4; k++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "#EXTINF:4.0,\n%.2s%u.bin\n",
+		                      path + 1, k);
+	snprintf(text + n, sizeof(text) - n, "#EXT-X-ENDLIST\n");
+	origin_reply(c, 200, "Content-Type: application/vnd.apple.mpegurl\r\n", text);
+}
+
+/*
+ * A player switching variant while the low one's next segments are still
+ * far from in: they are ended with their connection, not carried on (the
+ * one pipelined behind fails with it); the high one's come from memory.
+ */
+static void
+a_variant_switch_ends_the_old_fetches(void)
+{
+	struct origin *og;
+	struct client c;
+	struct response r;
+	double wasted;
+
+	object_init(MIB);
+	object_twist("/lo1.bin", 0, TWIST_GATE);
+	object_twist("/lo2.bin", 0, TWIST_GATE);
+	og = origin_start(serve_variants, NULL);
+	start_proxy((const char *const[]){"--read-ahead", NULL});
+	client_open(&c, px.port);
+	send_request(&c, "GET", og, "/lo.m3u8", "HTTP/1.1", "User-Agent: kp-e2e\r\n");
+	read_response_ok(&c, &r, 0);
+	response_free(&r);
+	get_whole(&c, og, "/lo0.bin", NULL);
+	/* lo2 is pipelined behind lo1, which the origin holds back. */
+	if (!origin_wait_requests(og, 3, WAIT_MS))
+		fail_msg("the low variant's next segment was not fetched");
+	metric_becomes("keepalive_proxy_readahead_predicted_total", 2);
+	send_request(&c, "GET", og, "/hi.m3u8", "HTTP/1.1", "User-Agent: kp-e2e\r\n");
+	read_response_ok(&c, &r, 0);
+	response_free(&r);
+	get_whole(&c, og, "/hi1.bin", NULL);
+	/* lo1 is ended with its connection, and so lo2 pipelined behind it fails. */
+	if (proxy_log_count(&px, "abandoned") != 1 ||
+	    stats_metric(stats_port, "keepalive_proxy_readahead_failed_total") != 1)
+		fail_msg("the low variant's fetches were not ended");
+	get_whole(&c, og, "/hi2.bin", NULL);
+	get_whole(&c, og, "/hi3.bin", NULL);
+	client_close(&c);
+	atomic_store(&obj.gate_open, true);
+	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	wasted = stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total");
+	if (wasted <= 0 || wasted >= (double)MIB)
+		fail_msg("%.0f bytes wasted, expected what came of the gated segments only", wasted);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_hits_total") +
+	                         stats_metric(stats_port, "keepalive_proxy_readahead_joins_total"),
+	                 2);
+	stop_proxy();
+}
+
 /*
  * A player that names its next request in CMCD (nor, in a header or in the
  * query): that object is fetched for it and served from memory, its own
@@ -1963,6 +2037,7 @@ main(void)
 		E2E_TEST(hls_variant_switch),
 		E2E_TEST(origin_closing_after_one_pipelined_answer),
 		E2E_TEST(cmcd_next_object_request),
+		E2E_TEST(a_variant_switch_ends_the_old_fetches),
 		E2E_TEST(intercepted_https),
 	};
 
