@@ -226,27 +226,6 @@ hls_is_playlist(const char *ctype, size_t ctype_len, const char *path, size_t pa
 
 /* ---- media playlists ------------------------------------------------------ */
 
-/* Consumes an RFC 8216 4.2 decimal-integer: 1*DIGIT that fits in 64 bits. */
-static bool
-read_number(const char **p, const char *end, uint64_t *v)
-{
-	const char *s = *p;
-	uint64_t n = 0;
-
-	for (; s < end && *s >= '0' && *s <= '9'; s++) {
-		unsigned d = (unsigned)(*s - '0');
-
-		if (n > (UINT64_MAX - d) / 10)
-			return false;
-		n = n * 10 + d;
-	}
-	if (s == *p)
-		return false;
-	*p = s;
-	*v = n;
-	return true;
-}
-
 /* Is line the tag name, alone or with ":" and a value (*value, *end)? */
 static bool
 tag_is(const char *line, size_t n, const char *name, const char **value, const char **end)
@@ -408,16 +387,16 @@ tag(struct walk *w, const char *line, size_t n)
 	if (tag_is(line, n, "#EXT-X-ENDLIST", &p, &end)) {
 		w->endlist = true;
 	} else if (tag_is(line, n, "#EXT-X-MEDIA-SEQUENCE", &p, &end)) {
-		if (w->have_sequence || !read_number(&p, end, &w->sequence) || p != end)
+		if (w->have_sequence || !ranges_read_number(&p, end, &w->sequence) || p != end)
 			return HLS_MALFORMED;
 		w->have_sequence = true;
 	} else if (tag_is(line, n, "#EXT-X-BYTERANGE", &p, &end)) {
-		if (w->pending || !read_number(&p, end, &w->pending_length))
+		if (w->pending || !ranges_read_number(&p, end, &w->pending_length))
 			return HLS_MALFORMED;
 		w->pending_offset = p < end && *p == '@';
 		if (w->pending_offset) {
 			p++;
-			if (!read_number(&p, end, &w->pending_first))
+			if (!ranges_read_number(&p, end, &w->pending_first))
 				return HLS_MALFORMED;
 		}
 		if (p != end)
@@ -678,12 +657,12 @@ read_nrr(struct cmcd_read *r, const char **p, const char *end)
 	if (!read_string(p, end, s, sizeof(s), &n))
 		return false;
 	qend = s + n;
-	if (!read_number(&q, qend, &r->hint.nrr.first) || q == qend || *q++ != '-')
+	if (!ranges_read_number(&q, qend, &r->hint.nrr.first) || q == qend || *q++ != '-')
 		return false;
 	r->hint.nrr.last = UINT64_MAX;
 	if (q == qend)
 		return true;
-	return read_number(&q, qend, &r->hint.nrr.last) && q == qend &&
+	return ranges_read_number(&q, qend, &r->hint.nrr.last) && q == qend &&
 	       r->hint.nrr.first <= r->hint.nrr.last;
 }
 

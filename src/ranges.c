@@ -80,9 +80,8 @@ skip_char(const char **p, const char *end, char c)
 	return true;
 }
 
-/* Consumes 1*DIGIT; false when there is none or it does not fit in 64 bits. */
-static bool
-read_number(const char **p, const char *end, uint64_t *v)
+bool
+ranges_read_number(const char **p, const char *end, uint64_t *v)
 {
 	const char *s = *p;
 	uint64_t n = 0;
@@ -120,7 +119,7 @@ ranges_requested(const struct http_head *req, const char *base, struct byte_rang
 	}
 	p = base + v.off;
 	end = p + v.len;
-	if (!skip_word(&p, end, "bytes=") || !read_number(&p, end, &first) ||
+	if (!skip_word(&p, end, "bytes=") || !ranges_read_number(&p, end, &first) ||
 	    !skip_char(&p, end, '-'))
 		return RANGE_OTHER;
 	if (p == end) {
@@ -129,7 +128,7 @@ ranges_requested(const struct http_head *req, const char *base, struct byte_rang
 		return RANGE_OPEN;
 	}
 	/* RFC 9110 14.1.1: S > E is invalid, and so the whole field is ignored. */
-	if (!read_number(&p, end, &last) || p != end || last < first)
+	if (!ranges_read_number(&p, end, &last) || p != end || last < first)
 		return RANGE_OTHER;
 	out->first = first;
 	out->last = last;
@@ -148,9 +147,9 @@ ranges_answered(const struct http_head *resp, const char *base, struct byte_rang
 		return false;
 	p = base + v.off;
 	end = p + v.len;
-	if (!skip_word(&p, end, "bytes ") || !read_number(&p, end, &first) ||
-	    !skip_char(&p, end, '-') || !read_number(&p, end, &last) ||
-	    !skip_char(&p, end, '/') || !read_number(&p, end, &length) || p != end)
+	if (!skip_word(&p, end, "bytes ") || !ranges_read_number(&p, end, &first) ||
+	    !skip_char(&p, end, '-') || !ranges_read_number(&p, end, &last) ||
+	    !skip_char(&p, end, '/') || !ranges_read_number(&p, end, &length) || p != end)
 		return false;
 	/* RFC 9110 14.4: anything else is invalid, and the 206 must not be used. */
 	if (first > last || last >= length)

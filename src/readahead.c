@@ -708,6 +708,37 @@ keep_identity(struct ra_stream *s, const struct object_identity *id, const char 
 
 /* ---- serving -------------------------------------------------------------- */
 
+/*
+ * The client's request and the proxy's carry the same credentials and
+ * agree on every field resp (spans into rbase) varies on; counted as
+ * unsafe when not.
+ */
+static bool
+same_requester(const struct ra_reader *r, const struct http_head *resp, const char *rbase)
+{
+	struct buf *req = r->entry->req;
+	size_t max = cfg_of(r->entry->stream->ra)->max_header_bytes;
+	struct http_parser ps;
+	struct http_head mine, theirs;
+
+	if (parse_head(HTTP_REQUEST, buf_head(req), buf_len(req), max, &ps, &mine) &&
+	    parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) &&
+	    ranges_same_requester(&mine, buf_head(req), &theirs, buf_head(r->ask), resp, rbase))
+		return true;
+	kp_stats.readahead_unsafe++;
+	return false;
+}
+
+/* A client is served from memory; counted only then, since a refused piece sent it away. */
+static void
+count_served(const struct ra_reader *r)
+{
+	if (r->joined)
+		kp_stats.readahead_joins++;
+	else
+		kp_stats.readahead_hits++;
+}
+
 /* Writes the head a client gets for its own range out of the piece held. */
 static bool
 slice_head(const struct http_head *h, const char *base, const struct byte_range *got,
@@ -737,7 +768,7 @@ prepare_slice(struct memsource *m)
 	struct ra_stream *s = e->stream;
 	size_t max = cfg_of(s->ra)->max_header_bytes;
 	struct http_parser ps;
-	struct http_head resp, mine, theirs;
+	struct http_head resp;
 	struct object_identity id;
 	struct byte_range got;
 	uint64_t complete;
@@ -754,13 +785,8 @@ prepare_slice(struct memsource *m)
 		stream_stop(s, "a piece fetched ahead is not the one to serve");
 		return -1;
 	}
-	if (!parse_head(HTTP_REQUEST, buf_head(e->req), buf_len(e->req), max, &ps, &mine) ||
-	    !parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) ||
-	    !ranges_same_requester(&mine, buf_head(e->req), &theirs, buf_head(r->ask), &resp,
-	                           m->store->data)) {
-		kp_stats.readahead_unsafe++;
+	if (!same_requester(r, &resp, m->store->data))
 		return -1;
-	}
 	got.first = r->asked.first;
 	got.last = r->asked.last < complete - 1 ? r->asked.last : complete - 1;
 	if (!(m->prefix = buf_get()) || !slice_head(&resp, m->store->data, &got, complete, m->prefix))
@@ -769,11 +795,7 @@ prepare_slice(struct memsource *m)
 	m->until = resp.head_len + (size_t)(got.last - got.first + 1);
 	if (got.last - got.first + 1 > e->served)
 		e->served = got.last - got.first + 1;
-	/* Counted only now: a piece refused above sent its client to the origin. */
-	if (r->joined)
-		kp_stats.readahead_joins++;
-	else
-		kp_stats.readahead_hits++;
+	count_served(r);
 	return 1;
 }
 
@@ -789,7 +811,7 @@ prepare_whole(struct memsource *m)
 	struct ra_entry *e = r->entry;
 	size_t max = cfg_of(e->stream->ra)->max_header_bytes;
 	struct http_parser ps;
-	struct http_head resp, mine, theirs;
+	struct http_head resp;
 
 	if (!m->store->data ||
 	    !parse_head(HTTP_RESPONSE, m->store->data, m->store->len, max, &ps, &resp))
@@ -799,18 +821,10 @@ prepare_whole(struct memsource *m)
 		kp_stats.readahead_unsafe++;
 		return -1;
 	}
-	if (!parse_head(HTTP_REQUEST, buf_head(e->req), buf_len(e->req), max, &ps, &mine) ||
-	    !parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) ||
-	    !ranges_same_requester(&mine, buf_head(e->req), &theirs, buf_head(r->ask), &resp,
-	                           m->store->data)) {
-		kp_stats.readahead_unsafe++;
+	if (!same_requester(r, &resp, m->store->data))
 		return -1;
-	}
 	e->served = 1;
-	if (r->joined)
-		kp_stats.readahead_joins++;
-	else
-		kp_stats.readahead_hits++;
+	count_served(r);
 	return 1;
 }
 

@@ -31,6 +31,13 @@ enum range_form {
 };
 
 /*
+ * Consumes 1*DIGIT at *p (before end) into *v and moves *p past it; false,
+ * *p and *v untouched, when there is no digit or the number does not fit
+ * in 64 bits. The numbers of byte ranges and of RFC 8216 decimal-integers.
+ */
+bool ranges_read_number(const char **p, const char *end, uint64_t *v);
+
+/*
  * The range a request asks for. Only one form is understood: a single
  * Range field whose value, without its surrounding whitespace, is
  * "bytes=" (the unit in any case, RFC 9110 14.1) followed by first-pos "-"
