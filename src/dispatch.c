@@ -258,14 +258,25 @@ unpipe(struct dispatch_waiter *w)
 	dc->spoiled = true;
 }
 
-/* Their answers will never come: each is told, oldest first. */
+/*
+ * Their answers will never come on dc: each goes back to its host's queue,
+ * oldest first, to be sent again on another connection (a GET never
+ * answered may be asked again); without a host, it fails.
+ */
 static void
-fail_piped(struct dispatch_conn *dc, const char *why)
+requeue_piped(struct dispatch_conn *dc, struct dispatch_host *h)
 {
 	struct dispatch_waiter *w;
 
-	while ((w = unpipe_oldest(dc)) != NULL)
-		w->failed(w, 502, why);
+	while ((w = unpipe_oldest(dc)) != NULL) {
+		if (!h) {
+			w->failed(w, 502, "the connection closed before a pipelined request was answered");
+			continue;
+		}
+		/* One a client joined meanwhile is a client's request now: it may connect. */
+		enqueue(h, w, w->background);
+		schedule_check(h);
+	}
 }
 
 /*
@@ -296,8 +307,15 @@ pipeline_onto(struct dispatch_conn *dc, struct dispatch_waiter *w)
 {
 	ssize_t n = conn_send_two(&dc->up.src.conn, w->request, w->request_len, NULL, 0);
 
-	if (n == 0)
+	if (n == 0) {
+		/*
+		 * TLS may have taken the record and queued it even so: it would go
+		 * out in front of whatever is written next, so nothing is.
+		 */
+		if (dc->up.tls)
+			dc->spoiled = true;
 		return false;
+	}
 	if (w->host)
 		dequeue(w);
 	if (n != (ssize_t)w->request_len) {
@@ -354,12 +372,12 @@ conn_gone(struct upstream *up)
 	struct dispatch_conn *dc = conn_of(up);
 	struct dispatch *d = dc->d;
 
+	requeue_piped(dc, dc->host);
 	uncount(dc);
 	if (pool_entry_pooled(&dc->idle)) {
 		pool_remove(&dc->idle);
 		count_unpooled(d);
 	}
-	fail_piped(dc, "the connection closed before a pipelined request was answered");
 	if (dc->prev)
 		dc->prev->next = dc->next;
 	else
@@ -658,7 +676,7 @@ serve_piped(struct dispatch_conn *dc, bool reusable)
 
 	upstream_end(&dc->up);
 	if (!reusable || dc->spoiled) {
-		upstream_close(&dc->up);   /* tells the pipelined ones */
+		upstream_close(&dc->up);   /* the pipelined ones go back to the queue */
 		return;
 	}
 	w = unpipe_oldest(dc);
@@ -719,7 +737,11 @@ source_close(struct source *src)
 static void
 source_detach(struct source *src)
 {
-	uncount(conn_of_source(src));
+	struct dispatch_conn *dc = conn_of_source(src);
+
+	dc->spoiled = true;
+	requeue_piped(dc, dc->host);
+	uncount(dc);
 }
 
 static const struct source_ops conn_source_ops = {

@@ -30,6 +30,9 @@ has_room(const struct buf *b)
 
 /* ---- deadlines ------------------------------------------------------------ */
 
+/* A day: a pipelined request's own deadline is only a backstop. */
+#define PIPELINED_WAIT (24.0 * 3600)
+
 /* How long the exchange may make no progress in what it waits for now. */
 static double
 wait_timeout(const struct exchange *ex)
@@ -38,9 +41,13 @@ wait_timeout(const struct exchange *ex)
 
 	if (ex->tunneling)
 		return cfg->tunnel_timeout;
-	/* Pipelined: its request is out, its answer comes after the one in progress. */
+	/*
+	 * Pipelined: its answer comes after the one in progress, however long
+	 * that takes; the exchange in progress keeps the time, and when it
+	 * fails, so does this one.
+	 */
 	if (!ex->src && dispatch_piped(&ex->waiter))
-		return cfg->response_timeout;
+		return PIPELINED_WAIT;
 	/* No source yet: waiting for a connection (the wait starts before dispatch hears of it). */
 	if (!ex->src)
 		return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout
@@ -227,8 +234,13 @@ exchange_promote(struct exchange *ex)
 	if (!ex->background)
 		return;
 	ex->background = false;
-	/* On a connection, or pipelined on one: it is as fast as it will get. */
-	if (!dispatch_waiting(&ex->waiter) || dispatch_piped(&ex->waiter))
+	/* Pipelined: its answer is next but for those ahead; it stays. */
+	if (dispatch_piped(&ex->waiter)) {
+		dispatch_piped_promote(&ex->waiter);
+		return;
+	}
+	/* On a connection: it is as fast as it will get. */
+	if (!dispatch_waiting(&ex->waiter))
 		return;
 	dispatch_cancel(&ex->waiter);
 	t = dispatch_target_of(ex);
@@ -616,7 +628,8 @@ pump_request(struct exchange *ex)
 		if (framer_done(&ex->req_body)) {
 			ex->req = REQ_DONE;
 			rearm(ex);
-			if (ex->src->ops->sent)
+			/* What follows an upgrade may not be HTTP: nothing is pipelined behind it. */
+			if (ex->src->ops->sent && !ex->upgrade)
 				ex->src->ops->sent(ex->src);
 			break;
 		}

@@ -38,6 +38,7 @@ struct ra_stream;
 struct ra_client {
 	struct table_node node;          /* in ra->clients, keyed by the address */
 	size_t charged;
+	unsigned entries;                /* pieces counting in it: it is freed with the last */
 	double rtt, rate;                /* the path to the origins, as its fetches found it */
 };
 
@@ -188,13 +189,16 @@ path_key(const struct readahead_ask *ask, const char *path, size_t path_len, cha
 
 /* ---- pieces: freed at a known point ---------------------------------------- */
 
+/* An entry's bytes are counted in, or out (and then the entry no longer points at c). */
 static void
 charge(struct readahead *ra, struct ra_client *c, size_t bytes, bool add)
 {
 	ra->charged = add ? ra->charged + bytes : ra->charged - bytes;
 	c->charged = add ? c->charged + bytes : c->charged - bytes;
 	kp_stats.readahead_bytes_held = ra->charged;
-	if (c->charged == 0) {
+	if (add) {
+		c->entries++;
+	} else if (--c->entries == 0) {
 		table_remove(&ra->clients, &c->node);
 		free(c);
 	}
@@ -362,7 +366,9 @@ fetch_finished(struct exchange *ex)
 	time_fetch(e);
 	/* Its end is the end of the store: readers past the last byte see EOF. */
 	conn_shutdown_write(&e->store.writer);
-	e->state = ENTRY_HELD;
+	/* Refused while it arrived (not the piece to serve): it stays refused. */
+	if (e->state == ENTRY_FETCHING)
+		e->state = ENTRY_HELD;
 	e->held_since = clock_now(e->stream->ra->env->clock);
 	entry_settle(e);
 }
@@ -477,7 +483,8 @@ static bool
 next_request(const struct http_head *h, const char *base, const struct byte_range *next,
              struct buf *out)
 {
-	static const char *const skip[] = {"range", NULL};
+	static const char *const skip[] = {"range", "content-length", "transfer-encoding", "expect",
+	                                   "upgrade", NULL};
 
 	return copy_head(h, base, skip, out) &&
 	       append(out, "Range: bytes=%llu-%llu\r\n\r\n", (unsigned long long)next->first,
@@ -493,8 +500,10 @@ static bool
 segment_request(const struct http_head *h, const char *base, const struct hls_segment *seg,
                 struct buf *out)
 {
-	static const char *const skip[] = {"range", "if-range", "if-match", "if-none-match",
-	                                   "if-modified-since", "if-unmodified-since", NULL};
+	static const char *const skip[] = {"range",          "if-range",          "if-match",
+	                                   "if-none-match",  "if-modified-since", "if-unmodified-since",
+	                                   "content-length", "transfer-encoding", "expect",
+	                                   "upgrade",        NULL};
 
 	return append(out, "GET %.*s HTTP/1.1\r\n", (int)seg->path_len, seg->path) &&
 	       copy_fields(h, base, skip, out) &&
@@ -528,7 +537,9 @@ fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *re
 		return false;
 	}
 	held = table_find(&ra->clients, addr);
-	if (ra->charged + charged > cfg->read_ahead_memory ||
+	/* charged is at most half the memory (callers bound what they add up): no sum wraps. */
+	if (charged == 0 || charged > cfg->read_ahead_memory / 2 ||
+	    ra->charged + charged > cfg->read_ahead_memory ||
 	    (held ? container_of(held, struct ra_client, node)->charged : 0) + charged >
 	            cfg->read_ahead_memory / 2) {
 		kp_stats.readahead_throttled++;
@@ -571,8 +582,10 @@ static bool
 fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_head *req,
       const char *rbase, const struct byte_range *next, uint64_t complete)
 {
-	size_t charged = (size_t)(next->last - next->first + 1) + cfg_of(s->ra)->max_header_bytes +
-	                 HEAD_ROOM;
+	uint64_t length = next->last - next->first + 1;
+	size_t charged = length > cfg_of(s->ra)->read_ahead_memory / 2
+	                         ? 0
+	                         : (size_t)length + cfg_of(s->ra)->max_header_bytes + HEAD_ROOM;
 	struct buf *out = buf_get();
 
 	if (!out || !next_request(req, rbase, next, out)) {
@@ -959,11 +972,15 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 		buf_put(out);
 		return false;
 	}
-	if (seg->has_range)
-		return fetch_start(s, ask, out, &seg->range, false, false,
-		                   seg->range.last - seg->range.first + 1,
-		                   (size_t)(seg->range.last - seg->range.first + 1) +
-		                           cfg_of(ra)->max_header_bytes + HEAD_ROOM);
+	if (seg->has_range) {
+		uint64_t length = seg->range.last - seg->range.first + 1;
+
+		/* A range too long for memory is never made (0 refuses it). */
+		return fetch_start(s, ask, out, &seg->range, false, false, length,
+		                   length > cfg_of(ra)->read_ahead_memory / 2
+		                           ? 0
+		                           : (size_t)length + cfg_of(ra)->max_header_bytes + HEAD_ROOM);
+	}
 	return fetch_start(s, ask, out, &whole, false, true, expect, charged);
 }
 
@@ -976,10 +993,14 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 static size_t
 whole_charge(const struct kp_config *cfg, uint64_t length)
 {
-	uint64_t charged = length ? length + length / 2 + cfg->max_header_bytes + HEAD_ROOM
-	                          : cfg->read_ahead_memory / 8;
+	uint64_t cap = cfg->read_ahead_memory / 2, charged;
 
-	return charged < cfg->read_ahead_memory / 2 ? (size_t)charged : cfg->read_ahead_memory / 2;
+	/* Beyond the cap, or a length that would wrap the sum: not fetched (0). */
+	if (length > cap)
+		return 0;
+	charged = length ? length + length / 2 + cfg->max_header_bytes + HEAD_ROOM
+	                 : cfg->read_ahead_memory / 8;
+	return charged < cap ? (size_t)charged : (size_t)cap;
 }
 
 /*
@@ -1228,7 +1249,8 @@ readahead_heard(struct readahead *ra, const struct readahead_ask *ask, const str
 	if (!req_head ||
 	    !parse_head(HTTP_REQUEST, base, buf_len((struct buf *)req_head), cfg->max_header_bytes,
 	                &ps, &req) ||
-	    req.method != HTTP_GET)
+	    req.method != HTTP_GET || http_request_body_kind(&req) != BODY_NONE ||
+	    http_wants_upgrade(&req))
 		return;
 	form = ranges_requested(&req, base, &asked);
 	if (resp->status == 200 || resp->status == 206) {
@@ -1380,6 +1402,9 @@ readahead_free(struct readahead *ra)
 	while (forget_playlist(ra))
 		;
 	table_each(&ra->streams, free_stream, NULL);
+	/* Fetches failed while their neighbours were freed may have asked for the reaper again. */
+	ev_prepare_stop(ra->env->loop, &ra->reaper);
+	ra->dead = NULL;
 	table_free(&ra->streams);
 	/* Every client's share went with the last of its pieces. */
 	table_free(&ra->clients);

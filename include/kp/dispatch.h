@@ -27,8 +27,9 @@
  * on that connection correctly, never behind a client request before
  * that, and at most --read-ahead-depth behind the one in progress. A
  * client request is never pipelined. When the exchange in progress does
- * not end cleanly, every request pipelined behind it fails, and so does
- * one whose request could not be written whole.
+ * not end cleanly, every request pipelined behind it goes back to its
+ * host's queue to be asked again elsewhere; one whose request could not
+ * be written whole fails.
  *
  * Answers come through the waiter embedded in the requester, possibly before
  * dispatch_request() returns: a connection as a source (source.h), given
@@ -160,6 +161,17 @@ static inline bool
 dispatch_piped(const struct dispatch_waiter *w)
 {
 	return w->piped_on != NULL;
+}
+
+/*
+ * A client now waits for the pipelined w: it stays where it is, and should
+ * its connection fail before the answer, it is asked again as a client's
+ * request, not as a background one.
+ */
+static inline void
+dispatch_piped_promote(struct dispatch_waiter *w)
+{
+	w->background = false;
 }
 
 /* Is w in a host's queue (as opposed to waiting for a connect of its own)? */
