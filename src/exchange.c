@@ -9,6 +9,7 @@
 #include "kp/config.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
+#include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/retry.h"
 #include "kp/stats.h"
@@ -1042,6 +1043,17 @@ finish(struct exchange *ex)
 	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->down->fd,
 	          ex->target.key, ex->status, ex->resp_sent, src->reused ? "reused" : "new",
 	          (clock_now(ex->env->clock) - ex->started) * 1000);
+	/* A client's answer over a connection used before: what reuse saved it (stats.h). */
+	if (src->reused && !ex->to_memory && src->conn.fd >= 0) {
+		ev_tstamp now = clock_now(ex->env->clock);
+
+		/* One getsockopt a second per connection, not one per request. */
+		if (now - src->rtt_read_at >= 1.0) {
+			src->rtt = net_rtt(src->conn.fd);
+			src->rtt_read_at = now;
+		}
+		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->resp_received, ex->https);
+	}
 	ex->src = NULL;
 	clock_timer_stop(&ex->timer);
 	if (ex->req != REQ_DONE)

@@ -179,6 +179,25 @@ static const struct metric metrics[] = {
 	 &kp_stats.tls_leaves_in_cache},
 };
 
+/* The initial window of RFC 6928 and the segment size of a 1500-byte path. */
+#define COLD_WINDOW_SEGMENTS 10
+#define SEGMENT_BYTES 1448
+
+double
+stats_reuse_saving(double rtt, uint64_t bytes, bool tls)
+{
+	uint64_t segments = (bytes + SEGMENT_BYTES - 1) / SEGMENT_BYTES, sent = 0, window;
+	unsigned rounds = 0;
+
+	if (rtt <= 0)
+		return 0;
+	for (window = COLD_WINDOW_SEGMENTS; sent < segments && rounds < 64; window *= 2) {
+		sent += window;
+		rounds++;
+	}
+	return rtt * ((tls ? 2 : 1) + (rounds > 1 ? rounds - 1 : 0));
+}
+
 void
 stats_render_prometheus(struct stats_text *t)
 {
@@ -193,6 +212,11 @@ stats_render_prometheus(struct stats_text *t)
 	          "connection.\n# TYPE keepalive_proxy_queue_wait_seconds_total counter\n"
 	          "keepalive_proxy_queue_wait_seconds_total %.6f\n",
 	       kp_stats.queue_wait_seconds);
+	append(t, "# HELP keepalive_proxy_saved_seconds_total Time reused connections saved clients, "
+	          "estimated (handshakes and slow start skipped).\n"
+	          "# TYPE keepalive_proxy_saved_seconds_total counter\n"
+	          "keepalive_proxy_saved_seconds_total %.6f\n",
+	       kp_stats.saved_seconds);
 	append(t, "# HELP keepalive_proxy_errors_total Failures, by kind.\n"
 	          "# TYPE keepalive_proxy_errors_total counter\n");
 	for (int k = 0; k < KP_ERR_KINDS; k++)
@@ -206,8 +230,9 @@ stats_render_json(struct stats_text *t)
 	append(t, "{");
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
 		append(t, "\"%s\": %" PRIu64 ", ", metrics[i].name, *metrics[i].value);
-	append(t, "\"queue_wait_seconds_total\": %.6f, \"errors_total\": {",
-	       kp_stats.queue_wait_seconds);
+	append(t, "\"queue_wait_seconds_total\": %.6f, \"saved_seconds_total\": %.6f, "
+	          "\"errors_total\": {",
+	       kp_stats.queue_wait_seconds, kp_stats.saved_seconds);
 	for (int k = 0; k < KP_ERR_KINDS; k++)
 		append(t, "%s\"%s\": %" PRIu64, k ? ", " : "", kp_error_names[k], kp_stats.errors[k]);
 	append(t, "}, \"idle_per_host\": {");

@@ -16,6 +16,11 @@
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/stats.h"
+#if KP_DASHBOARD
+#include "kp/dashboard.h"
+#else
+#define KP_DASHBOARD 0
+#endif
 
 /* A scraper sends one short request at once; anything slower is dropped. */
 #define PAGE_TIMEOUT 5.0
@@ -102,6 +107,15 @@ answer(struct page_conn *pc)
 		dispatch_each_idle_host(pc->sp->env->dispatch, idle_host, &body);
 		stats_json_end(&body);
 		respond(pc, body.failed ? 503 : 200, "application/json", &body);
+#if KP_DASHBOARD
+	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
+	           (strncmp(pc->in + 4, "/ ", 2) == 0 || strncmp(pc->in + 4, "/index.html ", 12) == 0)) {
+		struct stats_text page = {.data = (char *)dashboard_page,
+		                          .len = dashboard_page_len,
+		                          .cap = dashboard_page_len};
+
+		respond(pc, 200, "text/html; charset=utf-8", &page);
+#endif
 	} else {
 		respond(pc, 404, "text/plain", NULL);
 	}
@@ -208,7 +222,8 @@ stats_page_init(struct stats_page *sp, const struct proxy_env *env)
 	}
 	ev_io_init(&sp->accept_watcher, page_accept, sp->listen_fd, EV_READ);
 	ev_io_start(env->loop, &sp->accept_watcher);
-	log_info("stats page on %s port %u: /metrics, /stats", cfg->stats_addr, cfg->stats_port);
+	log_info("stats page on %s port %u: %s/metrics, /stats", cfg->stats_addr, cfg->stats_port,
+	         KP_DASHBOARD ? "/ (dashboard), " : "");
 	return 0;
 }
 

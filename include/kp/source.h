@@ -42,6 +42,8 @@ struct source {
 	bool held;                    /* a response held in memory: if it fails before its first
 	                               * byte, the request goes to the origin as if nothing was held */
 	double keep_alive_hint;       /* the last response's Keep-Alive timeout in seconds, < 0: none */
+	double rtt;                   /* seconds, from TCP_INFO; 0: not read yet */
+	double rtt_read_at;           /* when rtt was read: once a second at most */
 	struct source_reader *reader; /* the exchange using it now; NULL when none */
 	const struct source_ops *ops;
 };
