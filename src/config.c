@@ -7,6 +7,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +251,18 @@ add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
 	.count_field = FIELD(n, unsigned)
 #define CUSTOM(fn) .kind = CONFIG_OPT_CUSTOM, .parse = (fn)
 
+/*
+ * A 32-bit size_t cannot count 16 GiB; there the cap is 2 GiB, so that what
+ * is held plus one more piece (at most half the cap) still fits in a size_t.
+ */
+#if SIZE_MAX > 0xffffffffu
+#define READ_AHEAD_MEMORY_MAX 17179869184UL
+#define READ_AHEAD_MEMORY_BAD "read-ahead memory must be 1048576-17179869184 bytes"
+#else
+#define READ_AHEAD_MEMORY_MAX 2147483648UL
+#define READ_AHEAD_MEMORY_BAD "read-ahead memory must be 1048576-2147483648 bytes"
+#endif
+
 const struct config_option config_options[] = {
 	{"port", 'p', "PORT", "listen port (default 9250)",
 	 UNSIGNED(port, 1, 65535, "port must be 1-65535")},
@@ -387,8 +400,7 @@ const struct config_option config_options[] = {
 	{"read-ahead-memory", 0, "BYTES",
 	 "memory for ranges fetched ahead, in all\n"
 	 "(default 33554432)",
-	 SIZE(read_ahead_memory, 1048576, 17179869184UL,
-	      "read-ahead memory must be 1048576-17179869184 bytes")},
+	 SIZE(read_ahead_memory, 1048576, READ_AHEAD_MEMORY_MAX, READ_AHEAD_MEMORY_BAD)},
 	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 4)",
 	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},
 	{"read-ahead-ttl", 0, "SECONDS",

@@ -648,7 +648,11 @@ static const struct {
 	{"upstream-sndbuf", 4096, 1073741824},
 	{"tcp-keepalive", 0, 32767},
 	{"leaf-cache", 1, 1000000},
+#if SIZE_MAX > 0xffffffffu
 	{"read-ahead-memory", 1048576, 17179869184UL},
+#else
+	{"read-ahead-memory", 1048576, 2147483648UL},
+#endif
 	{"read-ahead-depth", 1, 8},
 };
 
@@ -755,6 +759,30 @@ test_option_limits(void **state)
 	RUN(&o, "--grace", "86401");
 	assert_string_equal(o.err, "keepalive-proxy: grace must be 0 or a number of seconds: "
 	                           "'86401'\n");
+	outcome_free(&o);
+}
+
+/*
+ * The read-ahead cap is a size_t, and readahead.c adds what is held to one
+ * more piece of at most half the cap: that sum must not wrap. On 32-bit
+ * targets a 16 GiB cap once wrapped to 0 and every value was refused.
+ */
+static void
+test_read_ahead_memory_cap_fits_size_t(void **state)
+{
+	const struct config_option *opt = option_named("read-ahead-memory");
+	size_t cap = opt->max;
+	struct outcome o;
+	char v[32];
+
+	(void)state;
+	assert_true(cap == opt->max);
+	assert_true(cap >= opt->min);
+	assert_true(cap + cap / 2 > cap);
+	snprintf(v, sizeof(v), "%zu", cap);
+	RUN(&o, "--read-ahead-memory", v);
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_true(o.cfg.read_ahead_memory == cap);
 	outcome_free(&o);
 }
 
@@ -1147,6 +1175,7 @@ main(void)
 		cmocka_unit_test(test_help_from_table),
 		cmocka_unit_test(test_option_table_is_well_formed),
 		cmocka_unit_test(test_option_limits),
+		cmocka_unit_test(test_read_ahead_memory_cap_fits_size_t),
 		cmocka_unit_test(test_option_fields),
 		cmocka_unit_test(test_option_values),
 		cmocka_unit_test(test_option_missing_or_extra_value),
