@@ -51,6 +51,7 @@ state_timeout(const struct client *c)
 	case CLIENT_SENDING_LOCAL:
 		return cfg->io_timeout;
 	case CLIENT_INTERCEPTING:
+	case CLIENT_AUTHENTICATING:
 		return cfg->header_timeout;
 	case CLIENT_FORWARDING:
 	case CLIENT_TUNNEL:
@@ -114,6 +115,7 @@ rearm(struct client *c)
 
 static const char *const state_names[] = {
 	[CLIENT_READING_HEAD] = "reading-head",
+	[CLIENT_AUTHENTICATING] = "authenticating",
 	[CLIENT_FORWARDING] = "forwarding",
 	[CLIENT_TUNNEL] = "tunnel",
 	[CLIENT_INTERCEPTING] = "intercepting",
@@ -162,6 +164,10 @@ sync_watchers(struct client *c)
 	case CLIENT_SENDING_LOCAL:
 		conn_watch(&c->conn, false, true);
 		break;
+	case CLIENT_AUTHENTICATING:
+		/* Nothing more is read until the request is admitted or refused. */
+		conn_watch(&c->conn, false, false);
+		break;
 	case CLIENT_INTERCEPTING:
 		/* Once the 200 is out the handshake says what it waits for (accept_step). */
 		if (c->out)
@@ -194,6 +200,7 @@ client_close(struct client *c)
 	if (c->state == CLIENT_CLOSED)
 		return;
 	end_playlist(c, false);
+	auth_cancel(&c->auth);
 	exchange_release(&c->ex);
 	ev_timer_stop(c->env->loop, &c->timer);
 	conn_close(&c->conn);
@@ -343,6 +350,7 @@ count_refusal(int status)
 		kp_stats.errors[KP_ERR_REFUSED]++;
 		break;
 	case 407:
+	case 429:
 		kp_stats.errors[KP_ERR_UNAUTHORIZED]++;
 		break;
 	case 400:
@@ -732,6 +740,64 @@ intercept(struct client *c)
 	intercept_flush(c);
 }
 
+/*
+ * The policy's verdict on the parsed request. auth: the users its
+ * credentials must be one of; NULL inside an intercepted CONNECT, whose
+ * client authenticated with the CONNECT, or once they passed.
+ */
+static void
+judge(struct client *c, struct policy_verdict *verdict, const struct auth *auth)
+{
+	struct policy_request pr = {
+		.head = &c->head,
+		.base = buf_head(c->in),
+		.target = &c->ex.target,
+		.client = &c->peer.sa,
+		.auth = auth,
+		.now = ev_now(c->env->loop),
+		.waiter = &c->auth,
+	};
+
+	*verdict = policy_check(c->env->cfg, &pr);
+}
+
+/* Refuses the request, or answers it here, or hands it to the exchange. */
+static void
+admit_judged(struct client *c, const struct policy_verdict *verdict)
+{
+	struct exchange *ex = &c->ex;
+	const struct http_head *h = &c->head;
+	struct source *held = NULL;
+	const char *why = NULL;
+	int status;
+
+	if (verdict->status) {
+		refuse(c, verdict->status, verdict->why, !ex->connect && !verdict->close);
+		return;
+	}
+	if (ex->connect && should_intercept(c)) {
+		intercept(c);
+		return;
+	}
+	if (http_max_forwards(h, buf_head(c->in)) == 0) {
+		answer_as_final_recipient(c);
+		return;
+	}
+	/* A response fetched ahead for exactly this request is served from memory. */
+	if (c->env->readahead && h->method == HTTP_GET) {
+		struct readahead_ask ask = ask_of(c);
+
+		held = readahead_serve(c->env->readahead, &ask, h, buf_head(c->in));
+	}
+	/* Forwarding first: an answer may come before exchange_forward() returns. */
+	set_state(c, CLIENT_FORWARDING);
+	status = exchange_forward(ex, h, held, &why);
+	if (status)
+		refuse(c, status, why, false);
+	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))
+		sync_watchers(c);
+}
+
 /* Checks a parsed request and hands it to the exchange, or refuses it. */
 static void
 admit_request(struct client *c)
@@ -739,10 +805,7 @@ admit_request(struct client *c)
 	struct exchange *ex = &c->ex;
 	const struct http_head *h = &c->head;
 	const char *base = buf_head(c->in);
-	struct policy_request pr;
 	struct policy_verdict verdict;
-	struct source *held = NULL;
-	const char *why = NULL;
 	int status = 0;
 
 	kp_stats.requests++;
@@ -792,38 +855,28 @@ admit_request(struct client *c)
 		       true);
 		return;
 	}
-	pr.head = h;
-	pr.base = base;
-	pr.target = &ex->target;
-	pr.client = &c->peer.sa;
-	/* Inside an intercepted CONNECT the client authenticated with the CONNECT. */
-	pr.auth = c->intercepted ? NULL : c->env->auth;
-	verdict = policy_check(c->env->cfg, &pr);
-	if (verdict.status) {
-		refuse(c, verdict.status, verdict.why, !ex->connect && !verdict.close);
-		return;
-	}
-	if (ex->connect && should_intercept(c)) {
-		intercept(c);
-		return;
-	}
-	if (http_max_forwards(h, base) == 0) {
-		answer_as_final_recipient(c);
-		return;
-	}
-	/* A response fetched ahead for exactly this request is served from memory. */
-	if (c->env->readahead && h->method == HTTP_GET) {
-		struct readahead_ask ask = ask_of(c);
-
-		held = readahead_serve(c->env->readahead, &ask, h, base);
-	}
-	/* Forwarding first: an answer may come before exchange_forward() returns. */
-	set_state(c, CLIENT_FORWARDING);
-	status = exchange_forward(ex, h, held, &why);
-	if (status)
-		refuse(c, status, why, false);
-	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))
+	judge(c, &verdict, c->intercepted ? NULL : c->env->auth);
+	if (verdict.pending) {
+		set_state(c, CLIENT_AUTHENTICATING);
 		sync_watchers(c);
+		return;
+	}
+	admit_judged(c, &verdict);
+}
+
+/* The hash check is over: refused, or the rest of the policy still to pass. */
+static void
+authenticated(struct auth_waiter *w, bool granted)
+{
+	struct client *c = container_of(w, struct client, auth);
+	struct policy_verdict verdict;
+
+	if (!granted) {
+		refuse(c, 407, "wrong proxy credentials", !c->ex.connect);
+		return;
+	}
+	judge(c, &verdict, NULL);
+	admit_judged(c, &verdict);
 }
 
 static int
@@ -932,6 +985,7 @@ client_readable(struct client *c)
 	case CLIENT_FORWARDING:
 		exchange_run(&c->ex);
 		break;
+	case CLIENT_AUTHENTICATING:
 	case CLIENT_SENDING_LOCAL:
 	case CLIENT_TUNNEL:
 	case CLIENT_INTERCEPTING:
@@ -987,6 +1041,10 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		else
 			client_close(c);
 		break;
+	case CLIENT_AUTHENTICATING:
+		auth_cancel(&c->auth);
+		refuse(c, 503, "proxy credentials not checked in time", false);
+		break;
 	case CLIENT_FORWARDING:
 	case CLIENT_TUNNEL:
 		break;   /* the exchange keeps these deadlines */
@@ -1018,6 +1076,8 @@ client_new(const struct proxy_env *env, struct client_list *list, int fd,
 	                 env->cfg->max_url_bytes);
 	http_parser_start(&c->parser, &c->head);
 	exchange_init(&c->ex, env, &c->conn, &c->in, &c->out, &client_exchange_ops, false);
+	c->auth.loop = env->loop;
+	c->auth.done = authenticated;
 	/* Once per client: its requests never share connections with local ones. */
 	c->ex.restricted = !cidr_is_loopback(&c->peer.sa);
 	c->next = list->live;

@@ -275,7 +275,8 @@ const struct config_option config_options[] = {
 	 CIDRS(allow, nallow)},
 	{"auth-file", 0, "FILE",
 	 "require Basic proxy authentication against the\n"
-	 "user:password lines of FILE (re-read on SIGHUP)",
+	 "user:password lines of FILE, the password plain or a\n"
+	 "crypt(3) hash ($2y$, $6$...; re-read on SIGHUP)",
 	 STRING(auth_file)},
 	{"deny-dest", 0, "CIDR", "destinations no client may reach (repeatable)",
 	 CIDRS(deny_dest, ndeny_dest)},

@@ -25,7 +25,7 @@ proxy_authorization(const struct policy_request *r, size_t *len)
 struct policy_verdict
 policy_check(const struct kp_config *cfg, const struct policy_request *r)
 {
-	struct policy_verdict v = {0, NULL, false};
+	struct policy_verdict v = {0, NULL, false, false};
 	const char *cred;
 	size_t len = 0;
 
@@ -38,7 +38,23 @@ policy_check(const struct kp_config *cfg, const struct policy_request *r)
 	}
 	if (r->auth) {
 		cred = proxy_authorization(r, &len);
-		if (!cred || !auth_check(r->auth, cred, len)) {
+		switch (auth_check(r->auth, cred, len, r->client, r->now, r->waiter)) {
+		case AUTH_GRANTED:
+			break;
+		case AUTH_PENDING:
+			v.pending = true;
+			return v;
+		case AUTH_LIMITED:
+			v.status = 429;
+			v.why = "too many wrong proxy credentials from this address; try later";
+			v.close = true;
+			return v;
+		case AUTH_BUSY:
+			v.status = 503;
+			v.why = "too many proxy credentials waiting to be checked";
+			v.close = true;
+			return v;
+		case AUTH_REFUSED:
 			v.status = 407;
 			v.why = cred ? "wrong proxy credentials" : "proxy authentication required";
 			return v;

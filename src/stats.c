@@ -177,6 +177,21 @@ static const struct metric metrics[] = {
 	 &kp_stats.readahead_bytes_held},
 	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",
 	 &kp_stats.tls_leaves_in_cache},
+	{"auth_hash_checks_total", "counter", "Proxy passwords checked against a crypt(3) hash.",
+	 &kp_stats.auth_hash_checks},
+	{"auth_cache_hits_total", "counter",
+	 "Proxy credentials taken because they passed a check within the last minute.",
+	 &kp_stats.auth_cache_hits},
+	{"auth_limited_total", "counter",
+	 "Proxy credentials refused unchecked: their address sent too many wrong ones or waits "
+	 "for too many checks.",
+	 &kp_stats.auth_limited},
+	{"auth_busy_total", "counter",
+	 "Proxy credentials refused unchecked: too many hash checks were waiting.",
+	 &kp_stats.auth_busy},
+	{"auth_hash_jobs", "gauge", "Hash checks waiting or running.", &kp_stats.auth_jobs},
+	{"auth_hash_jobs_peak", "gauge", "Most hash checks waiting or running at once.",
+	 &kp_stats.auth_jobs_peak},
 };
 
 /* The initial window of RFC 6928 and the segment size of a 1500-byte path. */

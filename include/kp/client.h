@@ -11,6 +11,7 @@
 
 #include <ev.h>
 
+#include "kp/auth.h"
 #include "kp/buf.h"
 #include "kp/conn.h"
 #include "kp/dns.h"
@@ -35,6 +36,7 @@ struct client_list {
 
 enum client_state {
 	CLIENT_READING_HEAD,     /* between requests, or part of a head read */
+	CLIENT_AUTHENTICATING,   /* a head read whole: its password hash is being checked */
 	CLIENT_FORWARDING,       /* the exchange has the request: waiting for a connection, or relaying */
 	CLIENT_TUNNEL,           /* CONNECT or upgrade: raw bytes both ways */
 	CLIENT_INTERCEPTING,     /* intercepted CONNECT: sending its 200, then our TLS handshake */
@@ -62,6 +64,7 @@ struct client {
 	struct http_parser parser;
 	struct http_head head;
 	struct exchange ex;
+	struct auth_waiter auth;      /* told whether the request's credentials passed a hash */
 	union dns_addr peer;
 	/*
 	 * Intercepted (--intercept): the CONNECT's host and port, where every

@@ -12,21 +12,30 @@
 #include "kp/http.h"
 
 struct auth;
+struct auth_waiter;
 
 struct policy_request {
 	const struct http_head *head;
 	const char *base;                  /* bytes the head's spans point into */
 	const struct http_target *target;  /* absolute-form URI or CONNECT authority */
 	const struct sockaddr *client;
-	const struct auth *auth;           /* credentials to demand; NULL: none */
+	const struct auth *auth;           /* credentials to demand; NULL: none, or they passed */
+	double now;                        /* the loop's time, for what auth remembers */
+	struct auth_waiter *waiter;        /* told the verdict on a hash checked off the loop */
 };
 
 struct policy_verdict {
-	int status;        /* 0: forward it; otherwise the status to answer */
+	int status;        /* 0: forward it, unless pending; otherwise the status to answer */
 	const char *why;   /* short text for the response body and the log */
 	bool close;        /* and close the connection after the answer */
+	bool pending;      /* a password hash is being checked: ask again, without auth, once
+	                    * the waiter is told it passed */
 };
 
+/*
+ * May the request go on? Checks the requester, its credentials, then what
+ * it asks for; the first refusal is the verdict.
+ */
 struct policy_verdict policy_check(const struct kp_config *cfg, const struct policy_request *r);
 
 /*

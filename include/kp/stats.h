@@ -78,6 +78,12 @@ struct kp_stats {
 	uint64_t readahead_throttled;  /* predictions not made: --read-ahead-memory was reached */
 	uint64_t readahead_failed;     /* fetches that failed (error, reset, timeout) */
 	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
+	uint64_t auth_hash_checks;     /* passwords checked against a crypt(3) hash */
+	uint64_t auth_cache_hits;      /* credentials taken on the strength of an earlier check */
+	uint64_t auth_limited;         /* checks refused unseen: the address failed or waits too much */
+	uint64_t auth_busy;            /* checks refused unseen: AUTH_JOBS_MAX hash checks waiting */
+	uint64_t auth_jobs;            /* hash checks waiting or running now */
+	uint64_t auth_jobs_peak;       /* ... at most, since start */
 	double saved_seconds;          /* estimated time reuse saved clients (stats_reuse_saving) */
 	uint64_t errors[KP_ERR_KINDS]; /* by kind */
 };
