@@ -1,6 +1,25 @@
 #include "kp/auth.h"
 
+#ifndef KP_CRYPT
+#define KP_CRYPT 0
+#endif
+#if KP_CRYPT
 #include <crypt.h>
+#else
+/* No crypt(3) in this libc: hash_problem() refuses every hash at load time. */
+struct crypt_data {
+	char unused;
+};
+
+static char *
+crypt_r(const char *password, const char *hash, struct crypt_data *cd)
+{
+	(void)password;
+	(void)hash;
+	(void)cd;
+	return NULL;
+}
+#endif
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -242,6 +261,8 @@ hash_problem(const char *h)
 {
 	const char *last = strrchr(h, '$');
 
+	if (!KP_CRYPT)
+		return "this build has no crypt(3) (its C library lacks it): plain passwords only";
 	if (strncmp(h, "$2a$", 4) == 0 || strncmp(h, "$2b$", 4) == 0 ||
 	    strncmp(h, "$2y$", 4) == 0) {
 		if (strlen(h) != 60 || !isdigit((unsigned char)h[4]) ||
