@@ -220,27 +220,9 @@ uncount(struct dispatch_conn *dc)
 
 /* ---- pipelining: requests written on a busy connection ------------------- */
 
-static struct dispatch_waiter *
-unpipe_oldest(struct dispatch_conn *dc)
-{
-	struct dispatch_waiter *w = dc->piped_oldest;
-
-	if (!w)
-		return NULL;
-	dc->piped_oldest = w->next;
-	if (dc->piped_oldest)
-		dc->piped_oldest->prev = NULL;
-	else
-		dc->piped_newest = NULL;
-	w->next = w->prev = NULL;
-	w->piped_on = NULL;
-	dc->piped--;
-	return w;
-}
-
-/* w no longer wants the answer written for it: the connection cannot be reused after it. */
+/* Takes w off the list of requests pipelined on its connection. */
 static void
-unpipe(struct dispatch_waiter *w)
+unlink_piped(struct dispatch_waiter *w)
 {
 	struct dispatch_conn *dc = w->piped_on;
 
@@ -255,6 +237,25 @@ unpipe(struct dispatch_waiter *w)
 	w->next = w->prev = NULL;
 	w->piped_on = NULL;
 	dc->piped--;
+}
+
+static struct dispatch_waiter *
+unpipe_oldest(struct dispatch_conn *dc)
+{
+	struct dispatch_waiter *w = dc->piped_oldest;
+
+	if (w)
+		unlink_piped(w);
+	return w;
+}
+
+/* w no longer wants the answer written for it: the connection cannot be reused after it. */
+static void
+unpipe(struct dispatch_waiter *w)
+{
+	struct dispatch_conn *dc = w->piped_on;
+
+	unlink_piped(w);
 	dc->spoiled = true;
 }
 

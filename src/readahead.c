@@ -577,23 +577,32 @@ fetch_start(struct ra_stream *s, const struct readahead_ask *ask, struct buf *re
 	return true;
 }
 
+/*
+ * Memory for a piece of length body bytes and its head; 0 (never fetched)
+ * past half of --read-ahead-memory, which also keeps every sum from wrapping.
+ */
+static size_t
+piece_charge(const struct kp_config *cfg, uint64_t length)
+{
+	if (length > cfg->read_ahead_memory / 2)
+		return 0;
+	return (size_t)length + cfg->max_header_bytes + HEAD_ROOM;
+}
+
 /* Starts fetching the piece next of an object of complete bytes, after req asked for one. */
 static bool
 fetch(struct ra_stream *s, const struct readahead_ask *ask, const struct http_head *req,
       const char *rbase, const struct byte_range *next, uint64_t complete)
 {
 	uint64_t length = next->last - next->first + 1;
-	size_t charged = length > cfg_of(s->ra)->read_ahead_memory / 2
-	                         ? 0
-	                         : (size_t)length + cfg_of(s->ra)->max_header_bytes + HEAD_ROOM;
 	struct buf *out = buf_get();
 
 	if (!out || !next_request(req, rbase, next, out)) {
 		buf_put(out);
 		return false;
 	}
-	return fetch_start(s, ask, out, next, next->last == complete - 1, false,
-	                   next->last - next->first + 1, charged);
+	return fetch_start(s, ask, out, next, next->last == complete - 1, false, length,
+	                   piece_charge(cfg_of(s->ra), length));
 }
 
 static struct ra_entry *
@@ -975,11 +984,8 @@ fetch_segment(struct readahead *ra, const struct readahead_ask *ask, const struc
 	if (seg->has_range) {
 		uint64_t length = seg->range.last - seg->range.first + 1;
 
-		/* A range too long for memory is never made (0 refuses it). */
 		return fetch_start(s, ask, out, &seg->range, false, false, length,
-		                   length > cfg_of(ra)->read_ahead_memory / 2
-		                           ? 0
-		                           : (size_t)length + cfg_of(ra)->max_header_bytes + HEAD_ROOM);
+		                   piece_charge(cfg_of(ra), length));
 	}
 	return fetch_start(s, ask, out, &whole, false, true, expect, charged);
 }
