@@ -17,6 +17,7 @@
 #define FLUSH_SECONDS 1.0
 
 /* One log per process, as there is one loop (the state is set up per loop by open). */
+static char pending[PENDING_BYTES]; /* apart from al, whose initialiser would store it in the binary */
 static struct {
 	struct ev_loop *loop;
 	const char *path;         /* NULL: syslog */
@@ -24,7 +25,6 @@ static struct {
 	bool with_query;
 	int fd;
 	ev_timer flush_timer;
-	char pending[PENDING_BYTES];
 	size_t len;
 } al = {.fd = -1};
 
@@ -35,7 +35,7 @@ flush(void)
 	size_t done = 0;
 
 	while (done < al.len) {
-		ssize_t n = write(al.fd, al.pending + done, al.len - done);
+		ssize_t n = write(al.fd, pending + done, al.len - done);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -122,9 +122,9 @@ access_log_write(const struct access_entry *e)
 		syslog(LOG_INFO, "%.*s", n - 1 - (int)strlen(when) - 6, line + strlen(when) + 6);
 		return;
 	}
-	if (al.len + (size_t)n > sizeof(al.pending))
+	if (al.len + (size_t)n > sizeof(pending))
 		flush();
-	memcpy(al.pending + al.len, line, (size_t)n);
+	memcpy(pending + al.len, line, (size_t)n);
 	al.len += (size_t)n;
 	if (!ev_is_active(&al.flush_timer)) {
 		ev_timer_set(&al.flush_timer, FLUSH_SECONDS, 0.);

@@ -10,7 +10,9 @@
 #include "kp/cidr.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
+#if KP_TLS
 #include "kp/intercept.h"
+#endif
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/plan.h"
@@ -613,6 +615,8 @@ answer_as_final_recipient(struct client *c)
 
 /* ---- interception (--intercept) ------------------------------------------ */
 
+#if KP_TLS
+
 /*
  * Is this CONNECT one to answer with our own TLS? Its host must match a
  * pattern, this client must not have refused our certificate for it
@@ -740,6 +744,64 @@ intercept(struct client *c)
 	intercept_flush(c);
 }
 
+/* A request inside an intercepted CONNECT goes to the CONNECT's origin; false: refused. */
+static bool
+admit_inner_target(struct client *c)
+{
+	struct exchange *ex = &c->ex;
+	const struct http_head *h = &c->head;
+	const char *base = buf_head(c->in);
+
+	if (ex->connect) {
+		refuse(c, 400, "CONNECT inside an intercepted connection", false);
+		return false;
+	}
+	if (http_parse_inner_target(base + h->url.off, h->url.len, h, base,
+	                            &c->intercepted->origin, &ex->target)) {
+		refuse(c, 400, "a request here must name a path on the intercepted host", true);
+		return false;
+	}
+	return true;
+}
+#else
+/*
+ * Built without TLS: no CONNECT is intercepted, so no client ever reaches
+ * CLIENT_INTERCEPTING or holds an intercepted origin; these only let the
+ * state machine read the same in both builds.
+ */
+static bool
+should_intercept(struct client *c)
+{
+	(void)c;
+	return false;
+}
+
+static void
+intercept(struct client *c)
+{
+	(void)c;
+}
+
+static void
+accept_step(struct client *c)
+{
+	(void)c;
+}
+
+static void
+intercept_flush(struct client *c)
+{
+	(void)c;
+}
+
+static bool
+admit_inner_target(struct client *c)
+{
+	(void)c;
+	return false;
+}
+#endif
+
 /*
  * The policy's verdict on the parsed request. auth: the users its
  * credentials must be one of; NULL inside an intercepted CONNECT, whose
@@ -830,15 +892,8 @@ admit_request(struct client *c)
 	}
 	if (c->intercepted) {
 		/* Inside an intercepted CONNECT: the origin is the one the tunnel was asked for. */
-		if (ex->connect) {
-			refuse(c, 400, "CONNECT inside an intercepted connection", false);
+		if (!admit_inner_target(c))
 			return;
-		}
-		if (http_parse_inner_target(base + h->url.off, h->url.len, h, base,
-		                            &c->intercepted->origin, &ex->target)) {
-			refuse(c, 400, "a request here must name a path on the intercepted host", true);
-			return;
-		}
 	} else if (ex->connect) {
 		/* What follows the head belongs to the tunnel: never keep-alive here. */
 		if (http_parse_authority(base + h->url.off, h->url.len, &ex->target)) {

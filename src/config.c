@@ -1,6 +1,8 @@
 #include "kp/config.h"
 
+#if KP_TLS
 #include "kp/intercept.h"
+#endif
 
 #include <errno.h>
 #include <getopt.h>
@@ -206,10 +208,13 @@ parse_congestion(struct kp_config *cfg, const char *arg)
 static const char *
 parse_intercept(struct kp_config *cfg, const char *arg)
 {
+#if KP_TLS
 	const char *bad = intercept_pattern_problem(arg);
 
 	if (bad)
 		return bad;
+#endif
+	/* Without TLS the patterns are kept only to be refused with the reason, below. */
 	if (cfg->nintercept == KP_MAX_INTERCEPT)
 		return "too many --intercept patterns";
 	cfg->intercept[cfg->nintercept++] = arg;

@@ -571,6 +571,8 @@ http_parse_target(const char *url, size_t len, struct http_target *t)
 	return 0;
 }
 
+/* Only interception reads requests inside a CONNECT, and it needs TLS. */
+#if KP_TLS
 int
 http_parse_inner_target(const char *url, size_t len, const struct http_head *h, const char *base,
                         const struct http_target *origin, struct http_target *t)
@@ -638,6 +640,7 @@ http_parse_inner_target(const char *url, size_t len, const struct http_head *h, 
 	}
 	return 0;
 }
+#endif
 
 int
 http_parse_authority(const char *s, size_t len, struct http_target *t)

@@ -16,7 +16,9 @@
 #include "kp/buf.h"
 #include "kp/dns.h"
 #include "kp/evglue.h"
+#if KP_TLS
 #include "kp/intercept.h"
+#endif
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/readahead.h"
@@ -362,6 +364,7 @@ drop_privileges(const struct kp_config *cfg)
 static int
 load_tls(struct server *srv)
 {
+#if KP_TLS
 	char why[512];
 
 	if (!(srv->tls = tls_new(srv->cfg, why, sizeof(why)))) {
@@ -378,6 +381,11 @@ load_tls(struct server *srv)
 	log_info("intercepting %u host pattern%s with %s (%s)", srv->cfg->nintercept,
 	         srv->cfg->nintercept == 1 ? "" : "s", srv->cfg->ca_cert, tls_backend_name());
 	return 0;
+#else
+	/* The configuration refused --intercept already: this binary has no TLS. */
+	(void)srv;
+	return -1;
+#endif
 }
 
 int

@@ -5,7 +5,8 @@
 # Usage: contrib/openwrt/smoke-musl.sh OUTDIR
 #
 # The origin is the binary's own stats page, so nothing else is needed but
-# curl. Exits non-zero when the request does not come back.
+# curl. Exits non-zero when the request does not come back, or when the
+# binary carries interception code.
 
 set -eu
 
@@ -27,5 +28,14 @@ case "$body" in
 *keepalive_proxy_requests_total*) ;;
 *) echo "the proxied request did not come back: $body" >&2; cat "$log" >&2; exit 1 ;;
 esac
+# The build has no TLS, so it must carry none of interception's code: its
+# messages are the visible part (see KP_TLS in CMakeLists.txt).
+for m in "CONNECT inside an intercepted connection" "refused the certificate made for" \
+	"'*' may only stand first"; do
+	if grep -qF "$m" "$out/keepalive-proxy"; then
+		echo "interception code in a build without TLS: \"$m\"" >&2
+		exit 1
+	fi
+done
 echo "musl build: $(wc -c < "$out/keepalive-proxy") bytes stripped ($(( $(wc -c < "$out/keepalive-proxy") / 1024 )) KiB), idle RSS $rss KiB, a proxied request OK"
 readelf -d "$out/keepalive-proxy" | awk '/NEEDED/ { print "  needs " $NF }'

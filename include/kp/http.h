@@ -111,9 +111,11 @@ int http_parse_target(const char *url, size_t len, struct http_target *t);
  * t gets origin's host, port and key, the path, and as authority the
  * client's Host field (else the CONNECT's host). 0 or 400.
  */
+#if KP_TLS
 int http_parse_inner_target(const char *url, size_t len, const struct http_head *h,
                             const char *base, const struct http_target *origin,
                             struct http_target *t);
+#endif
 
 /* CONNECT's authority-form "host:port" (port required). 0 or 400. */
 int http_parse_authority(const char *s, size_t len, struct http_target *t);

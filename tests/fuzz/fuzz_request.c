@@ -39,6 +39,7 @@ frame_body(enum body_kind kind, uint64_t length, const char *p, size_t len)
 	}
 }
 
+#if KP_TLS
 /* The CONNECT an intercepted client's requests are read inside. */
 static const struct http_target *
 intercepted_origin(void)
@@ -49,16 +50,19 @@ intercepted_origin(void)
 		http_parse_authority("example.com:443", 15, &origin);
 	return &origin;
 }
+#endif
 
 static int
 parse_target(const struct http_head *head, const char *base, struct http_target *target)
 {
 	const char *url = base + head->url.off;
 
+#if KP_TLS
 	if (head->url.len && (url[0] == '/' || url[0] == '*' ||
 	                      (head->url.len > 8 && strncasecmp(url, "https://", 8) == 0)))
 		return http_parse_inner_target(url, head->url.len, head, base, intercepted_origin(),
 		                               target);
+#endif
 	return http_parse_target(url, head->url.len, target);
 }
 

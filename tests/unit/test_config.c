@@ -1108,11 +1108,13 @@ test_interception_options(void **state)
 	assert_int_equal(o.cfg.leaf_cache, 10);
 	assert_string_equal(o.err, "");
 	outcome_free(&o);
-	/* A pattern that is no host. */
+#if KP_TLS
+	/* A pattern that is no host (only a build with TLS reads patterns at all). */
 	RUN(&o, "--intercept", "a.*.example.com", "--ca-cert", "c", "--ca-key", "k");
 	assert_int_equal(o.result, CONFIG_ERROR);
 	assert_non_null(strstr(o.err, "a.*.example.com"));
 	outcome_free(&o);
+#endif
 	/* Interception without a CA to sign with. */
 	RUN(&o, "--intercept", "example.com");
 	assert_int_equal(o.result, CONFIG_ERROR);
