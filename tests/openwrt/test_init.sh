@@ -10,6 +10,7 @@
 set -eu
 
 bin=${1:?usage: $0 KEEPALIVE-PROXY-BINARY}
+case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 init="$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.init"
 work=$(mktemp -d)
@@ -135,6 +136,25 @@ check "HTTPS pooling for a CDN" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --intercept *.googlevideo.com --intercept 192.0.2.7 --ca-cert /etc/keepalive-proxy/ca.crt --ca-key /etc/keepalive-proxy/ca.key --upstream-ca /etc/ssl/certs/ca-certificates.crt --leaf-cache 64 " \
 	tls
 
+check "HTTPS pooling with the CA make_ca wrote" \
+"config keepalive-proxy 'main'
+	list intercept '*.googlevideo.com'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --intercept *.googlevideo.com --ca-cert /etc/keepalive-proxy/ca.crt --ca-key /etc/keepalive-proxy/ca.key " \
+	tls
+
+check "HTTPS pooling with the CA in ca_dir" \
+"config keepalive-proxy 'main'
+	list intercept 'cdn.example.com'
+	option ca_dir '/srv/kp-ca'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --intercept cdn.example.com --ca-cert /srv/kp-ca/ca.crt --ca-key /srv/kp-ca/ca.key " \
+	tls
+
+check "a CA with nothing to intercept is no flag" \
+"config keepalive-proxy 'main'
+	option ca_dir '/srv/kp-ca'
+	option ca_cert '/etc/keepalive-proxy/ca.crt'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
 check "read-ahead with a router's memory" \
 "config keepalive-proxy 'main'
 	option read_ahead '1'
@@ -147,6 +167,26 @@ check "read-ahead off is no flag" \
 "config keepalive-proxy 'main'
 	option read_ahead '0'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
+# "make_ca" writes the CA into ca_dir, limited to the intercept list as
+# written: a file here that *.example.com matches must not turn the
+# pattern into its name.
+if [ "$have_tls" = yes ]; then
+	printf "config keepalive-proxy 'main'\n\tlist intercept '*.example.com'\n\toption ca_dir '%s'\n" \
+		"$work/made" > "$work/uci"
+	: > "$work/x.example.com"
+	if (cd "$work" && sh "$here/uci-procd-harness.sh" "$init" "$work/uci" make_ca "$bin") \
+		>"$work/log" 2>&1 && [ -f "$work/made/ca.key" ] &&
+		openssl x509 -in "$work/made/ca.crt" -noout -text | grep -q 'DNS:example\.com$'; then
+		echo "ok   make_ca into ca_dir"
+	else
+		echo "FAIL make_ca into ca_dir"
+		sed 's/^/  /' "$work/log"
+		failed=$((failed + 1))
+	fi
+else
+	echo "ok   make_ca into ca_dir (skipped: the binary has no TLS)"
+fi
 
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
 echo "all cases passed"

@@ -4,9 +4,11 @@
 #
 # Runs the OpenWrt init script's own start_service() with stand-ins for
 # what OpenWrt provides, and prints the command line procd would be given,
-# one word per line.
+# one word per line. Given a FUNCTION, runs that one instead (an
+# EXTRA_COMMANDS entry such as make_ca), with the script's PROG replaced by
+# the program named, if any.
 #
-# Usage: uci-procd-harness.sh INIT-SCRIPT UCI-FILE
+# Usage: uci-procd-harness.sh INIT-SCRIPT UCI-FILE [FUNCTION [PROG]]
 #
 # Real: the init script, unchanged, and the UCI file, read as OpenWrt's
 # /lib/functions.sh reads it (a UCI file is shell once "config", "option"
@@ -16,8 +18,10 @@
 
 set -eu
 
-init=${1:?usage: $0 INIT-SCRIPT UCI-FILE}
-uci=${2:?usage: $0 INIT-SCRIPT UCI-FILE}
+init=${1:?usage: $0 INIT-SCRIPT UCI-FILE [FUNCTION [PROG]]}
+uci=${2:?usage: $0 INIT-SCRIPT UCI-FILE [FUNCTION [PROG]]}
+fn=${3:-start_service}
+prog=${4:-}
 
 # --- UCI, as /lib/functions.sh does it -------------------------------------
 sections=
@@ -72,13 +76,16 @@ config_foreach()
 	return 0
 }
 
+# The callback runs in this shell, as in OpenWrt's: what it sets is kept.
 config_list_foreach()
 {
 	local items item
 	eval "items=\${uci_list_$1_$2:-}"
-	printf '%s' "$items" | while IFS= read -r item; do
+	while IFS= read -r item; do
 		[ -n "$item" ] && "$3" "$item"
-	done
+	done <<EOF
+$items
+EOF
 	return 0
 }
 
@@ -102,7 +109,8 @@ procd_append_param()
 procd_add_reload_trigger() { echo "reload trigger $*" >&2; }
 
 # The script starts with "#!/bin/sh /etc/rc.common": rc.common would source
-# it and call start_service. So does this.
+# it and call start_service (or the command given). So does this.
 # shellcheck disable=SC1090
 . "$init"
-start_service
+[ -z "$prog" ] || PROG=$prog
+"$fn"
