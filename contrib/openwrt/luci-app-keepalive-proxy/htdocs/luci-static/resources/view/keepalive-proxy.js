@@ -1,0 +1,268 @@
+'use strict';
+'require view';
+'require form';
+'require poll';
+'require rpc';
+'require ui';
+
+/*
+ * keepalive-proxy's settings (/etc/config/keepalive-proxy), its interception
+ * CA, and its live numbers. The numbers come through the rpcd plugin
+ * (/usr/libexec/rpcd/keepalive-proxy), which fetches /stats from the
+ * daemon's stats listener on loopback: the listener is never opened to the
+ * LAN for this page.
+ */
+
+const callStatus = rpc.declare({
+	object: 'keepalive-proxy',
+	method: 'status',
+	expect: { '': {} }
+});
+
+const callMakeCa = rpc.declare({
+	object: 'keepalive-proxy',
+	method: 'make_ca',
+	expect: { '': {} }
+});
+
+const callCaCertificate = rpc.declare({
+	object: 'keepalive-proxy',
+	method: 'ca_certificate',
+	expect: { '': {} }
+});
+
+const callInit = rpc.declare({
+	object: 'rc',
+	method: 'init',
+	params: [ 'name', 'action' ],
+	expect: { result: false }
+});
+
+const noAnswer = _('No answer from the rpcd plugin keepalive-proxy.');
+
+function count(n) {
+	return (typeof(n) == 'number') ? String(n) : '-';
+}
+
+function bytes(n) {
+	const units = [ 'B', 'KiB', 'MiB', 'GiB', 'TiB' ];
+	let i = 0;
+
+	if (typeof(n) != 'number')
+		return '-';
+	for (; n >= 1024 && i < units.length - 1; i++)
+		n /= 1024;
+	return (i ? n.toFixed(1) : String(n)) + ' ' + units[i];
+}
+
+function duration(s) {
+	if (typeof(s) != 'number')
+		return '-';
+	if (s < 120)
+		return s.toFixed(1) + ' s';
+	if (s < 7200)
+		return (s / 60).toFixed(1) + ' min';
+	return (s / 3600).toFixed(1) + ' h';
+}
+
+/* "n (a: 1, b: 2)" for an object of counts, zeros left out. */
+function breakdown(total, parts) {
+	const list = Object.keys(parts || {}).filter((k) => parts[k] > 0)
+		.map((k) => k + ': ' + parts[k]);
+
+	return list.length ? count(total) + ' (' + list.join(', ') + ')' : count(total);
+}
+
+function sum(parts) {
+	return Object.keys(parts || {}).reduce((n, k) => n + (+parts[k] || 0), 0);
+}
+
+/* Each row of the status table: its id, its label, and its value from /stats. */
+const statusRows = [
+	[ 'saved', _('Time saved by reused connections (estimate)'),
+		(s) => duration(s.saved_seconds_total) ],
+	[ 'requests', _('Requests'), (s) => count(s.requests_total) ],
+	[ 'reused', _('… on a reused connection'), (s) => count(s.upstream_reused_total) ],
+	[ 'new', _('… on a new connection'), (s) => count(s.requests_on_new_connection_total) ],
+	[ 'readahead', _('… from read-ahead'),
+		(s) => count((s.readahead_hits_total || 0) + (s.readahead_joins_total || 0)) ],
+	[ 'local', _('… answered by the proxy itself'), (s) => count(s.local_responses_total) ],
+	[ 'warm', _('Warm connections, waiting for the next request'),
+		(s) => breakdown(s.idle_upstream_connections, s.idle_per_host) ],
+	[ 'open', _('Connections open'),
+		(s) => _('%s to origins, %s from clients').format(count(s.upstream_connections),
+			count(s.clients)) ],
+	[ 'errors', _('Errors'), (s) => breakdown(sum(s.errors_total), s.errors_total) ],
+	[ 'bytes', _('Bytes'),
+		(s) => _('%s to clients, %s to origins').format(bytes(s.bytes_to_clients_total),
+			bytes(s.bytes_to_upstreams_total)) ]
+];
+
+return view.extend({
+	load() {
+		return L.resolveDefault(callStatus(), {});
+	},
+
+	renderStatus() {
+		this.stateEl = E('p', {}, _('Waiting for the first numbers…'));
+		this.cells = {};
+		return E('div', { 'class': 'cbi-section', 'id': 'kp-status' }, [
+			E('h3', _('Status')),
+			this.stateEl,
+			E('table', { 'class': 'table' }, statusRows.map((row) =>
+				E('tr', { 'class': 'tr' }, [
+					E('td', { 'class': 'td left', 'width': '40%' }, row[1]),
+					this.cells[row[0]] = E('td', { 'class': 'td left', 'id': 'kp-' + row[0] }, '-')
+				])))
+		]);
+	},
+
+	updateStatus(st) {
+		const what = st.version ? st.version + (st.tls ? ' (TLS: ' + st.tls + ')' : '') : '';
+
+		if (st.error || !st.stats) {
+			this.stateEl.textContent = st.error || noAnswer;
+			this.stateEl.className = 'alert-message warning';
+			return;
+		}
+		this.stateEl.className = '';
+		this.stateEl.textContent = _('%s, as of %s').format(what || 'keepalive-proxy',
+			new Date().toLocaleTimeString());
+		statusRows.forEach((row) => {
+			this.cells[row[0]].textContent = row[2](st.stats);
+		});
+	},
+
+	/* Messages go to E() in an array, where a string is text; alone it is HTML. */
+	handleMakeCa() {
+		return callMakeCa().then((res) => {
+			if (res.error || !res.ca_dir)
+				throw new Error(res.error || noAnswer);
+			ui.addNotification(null, E('p', [ _('A new CA is in %s. Download its certificate and let each client trust it; keepalive-proxy restarts now to use it.').format(res.ca_dir) ]), 'info');
+			return callInit('keepalive-proxy', 'restart');
+		}).catch((e) => {
+			ui.addNotification(null, E('p', [ e.message ]), 'error');
+		});
+	},
+
+	handleDownloadCa() {
+		return callCaCertificate().then((res) => {
+			if (res.error || !res.pem)
+				throw new Error(res.error || noAnswer);
+			const url = URL.createObjectURL(new Blob([ res.pem ],
+				{ type: 'application/x-x509-ca-cert' }));
+			const link = E('a', { 'href': url, 'download': 'keepalive-proxy-ca.crt' });
+
+			document.body.appendChild(link);
+			link.click();
+			document.body.removeChild(link);
+			/* After the click has handed the file over, not before. */
+			window.setTimeout(() => URL.revokeObjectURL(url), 1000);
+		}).catch((e) => {
+			ui.addNotification(null, E('p', [ e.message ]), 'error');
+		});
+	},
+
+	render(status) {
+		/* The title is the page's, above the status: the map redraws itself on save. */
+		const m = new form.Map('keepalive-proxy');
+		const s = m.section(form.NamedSection, 'main', 'keepalive-proxy', _('Settings'));
+		let o;
+
+		s.addremove = false;
+		s.tab('general', _('General'));
+		s.tab('https', _('HTTPS pooling'), status.version && !status.tls
+			? _('This keepalive-proxy has no TLS: install the keepalive-proxy-openssl package instead to pool HTTPS connections.')
+			: _('keepalive-proxy decrypts the traffic to these hosts with a CA of its own, which every client must trust, and pools its connections to them.'));
+		s.tab('readahead', _('Read-ahead'),
+			_('After a client got one byte range of a URL, fetch the range that follows before it is asked for.'));
+
+		o = s.taboption('general', form.Flag, 'enabled', _('Enabled'));
+		o.default = o.enabled;
+		o.rmempty = false;
+
+		o = s.taboption('general', form.Value, 'port', _('Port'));
+		o.datatype = 'and(port,min(1))';
+		o.placeholder = '9250';
+
+		o = s.taboption('general', form.Value, 'bind', _('Listen address'),
+			_('127.0.0.1 serves this router alone. A LAN address serves the LAN, and then needs allowed clients or a users file.'));
+		o.datatype = 'ipaddr(1)';
+		o.placeholder = '127.0.0.1';
+		o.validate = function(section_id, value) {
+			const allow = this.section.formvalue(section_id, 'allow');
+			const users = this.section.formvalue(section_id, 'auth_file');
+
+			/* The other fields are not drawn yet on the first check. */
+			if (!value || /^127\.|^::1$/.test(value) || (allow == null && users == null))
+				return true;
+			if ((!allow || !allow.length) && !users)
+				return _('keepalive-proxy refuses to serve a LAN address to anyone: list the allowed clients or set a users file');
+			return true;
+		};
+
+		o = s.taboption('general', form.DynamicList, 'allow', _('Allowed clients'),
+			_('Addresses or networks that may use the proxy, such as 192.168.1.0/24.'));
+		o.datatype = 'or(ipaddr(1),cidr)';
+
+		o = s.taboption('general', form.Value, 'auth_file', _('Users file'),
+			_('Clients must give a user name and password from this file, one user:password (or crypt hash) a line.'));
+		o.placeholder = '/etc/keepalive-proxy/users';
+
+		o = s.taboption('general', form.Value, 'stats_listen', _('Stats listener'),
+			_('Where keepalive-proxy serves its counters; the status above is read from it. Loopback only.'));
+		o.datatype = 'ipaddrport(1)';
+		o.placeholder = '127.0.0.1:9251';
+		o.validate = function(section_id, value) {
+			if (value && !/^(127\.[0-9.]+|\[::1\]):[0-9]+$/.test(value))
+				return _('a loopback address and port, such as 127.0.0.1:9251');
+			return true;
+		};
+
+		o = s.taboption('https', form.DynamicList, 'intercept', _('Hosts to intercept'),
+			_('Host names, *.domain patterns or IP addresses. The CA is limited to the list as it is when the CA is made.'));
+		o.placeholder = '*.googlevideo.com';
+		o.validate = function(section_id, value) {
+			if (value && !/^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$|^[0-9A-Fa-f:.]+$/.test(value))
+				return _('a host name, *.domain or an IP address');
+			return true;
+		};
+
+		o = s.taboption('https', form.Value, 'ca_dir', _('CA directory'),
+			_('Where the CA is made (ca.crt, ca.key) and read from.'));
+		o.placeholder = '/etc/keepalive-proxy';
+
+		o = s.taboption('https', form.Button, '_make_ca', _('Create the CA'),
+			_('Once, after the hosts to intercept are saved. An existing CA is never replaced: clients may trust it.'));
+		o.inputtitle = _('Create CA');
+		o.inputstyle = 'apply';
+		o.onclick = () => this.handleMakeCa();
+
+		o = s.taboption('https', form.Button, '_download_ca', _('CA certificate'),
+			_('For the clients to trust, e.g. installed as an authority in the browser or the system.'));
+		o.inputtitle = _('Download certificate');
+		o.inputstyle = 'action';
+		o.onclick = () => this.handleDownloadCa();
+
+		o = s.taboption('readahead', form.Flag, 'read_ahead', _('Read ahead'));
+
+		o = s.taboption('readahead', form.Value, 'read_ahead_memory', _('Memory for read-ahead'),
+			_('Bytes, for all ranges fetched ahead at once.'));
+		o.datatype = 'and(uinteger,min(1048576))';
+		o.placeholder = '33554432';
+		o.depends('read_ahead', '1');
+
+		const statusEl = this.renderStatus();
+
+		this.updateStatus(status);
+		poll.add(() => callStatus().then((st) => this.updateStatus(st)), 5);
+
+		return m.render().then((mapEl) => E('div', {}, [
+			E('h2', _('Keepalive proxy')),
+			E('div', { 'class': 'cbi-map-descr' },
+				_('An HTTP forward proxy that keeps its connections to origin servers open and hands them from one request to the next, so that downloaders opening a connection per chunk skip the handshakes and slow start.')),
+			statusEl,
+			mapEl
+		]));
+	}
+});

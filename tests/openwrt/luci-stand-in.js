@@ -1,0 +1,358 @@
+/*
+ * A stand-in for LuCI's client-side module API: NOT LuCI, and no copy of
+ * it. It has just enough of L, E(), _(), String.prototype.format and the
+ * modules view, form, rpc, poll, uci and ui for luci-app-keepalive-proxy's
+ * view to load and render in a browser with no router behind it, as
+ * uci-procd-harness.sh stands in for UCI and procd. What it shows follows
+ * LuCI's markup loosely: a label, a field and a description per option, a
+ * button per Button, every tab open at once.
+ *
+ * Data comes from window.standIn, which the page fills first:
+ *   uci      { config: { section: { option: value or [items] } } }
+ *   replies  { 'object.method': reply, or [first, second, ...] (the last
+ *            one repeats) }
+ * and it records there:
+ *   calls    every rpc call, as { object, method, params }
+ *   polls    every poll.add interval, in seconds
+ *
+ * L.loadView(url) loads a view as LuCI does: it fetches the source, reads
+ * its 'require NAME' lines, runs it as a function of those modules, then
+ * calls the view's load() and render() and puts the result in
+ * #maincontent. Each option's validate() runs on its value once drawn; a
+ * refusal marks the field cbi-input-invalid with the reason in data-error.
+ */
+'use strict';
+
+window.standIn = { uci: {}, replies: {}, calls: [], polls: [] };
+
+/* E(tag, [attributes], [children]): a string alone is HTML, in an array text. */
+window.E = function(tag, attrs, children) {
+	const el = document.createElement(tag);
+
+	if (attrs === undefined || typeof(attrs) != 'object' || attrs instanceof Node ||
+	    Array.isArray(attrs)) {
+		children = attrs;
+		attrs = {};
+	}
+	for (const k in attrs) {
+		if (typeof(attrs[k]) == 'function')
+			el.addEventListener(k, attrs[k]);
+		else if (attrs[k] != null)
+			el.setAttribute(k, attrs[k] === true ? '' : attrs[k]);
+	}
+	append(el, children);
+	return el;
+};
+
+function append(el, children) {
+	if (Array.isArray(children))
+		children.forEach((c) => {
+			if (c instanceof Node)
+				el.appendChild(c);
+			else if (Array.isArray(c))
+				append(el, c);
+			else if (c != null)
+				el.appendChild(document.createTextNode(String(c)));
+		});
+	else if (children instanceof Node)
+		el.appendChild(children);
+	else if (children != null)
+		el.innerHTML = String(children);
+}
+
+window._ = (s) => s;
+
+String.prototype.format = function() {
+	const args = arguments;
+	let i = 0;
+
+	return this.replace(/%([sdfh%])/g, (m, c) => {
+		if (c == '%')
+			return '%';
+		const v = args[i++];
+		return c == 'd' ? String(Math.floor(+v)) : c == 'f' ? String(+v) : String(v);
+	});
+};
+
+function reply(key) {
+	const r = window.standIn.replies[key];
+
+	if (!Array.isArray(r))
+		return r;
+	return r.length > 1 ? r.shift() : r[0];
+}
+
+/* ---- modules ------------------------------------------------------------- */
+
+const uci = {
+	load: () => Promise.resolve(),
+	get(config, section, option) {
+		const s = (window.standIn.uci[config] || {})[section];
+		return s ? s[option] : null;
+	}
+};
+
+const rpc = {
+	declare(opts) {
+		return function() {
+			const params = {};
+
+			(opts.params || []).forEach((p, i) => { params[p] = arguments[i]; });
+			window.standIn.calls.push({ object: opts.object, method: opts.method, params: params });
+			let r = JSON.parse(JSON.stringify(reply(opts.object + '.' + opts.method) ?? null));
+			/* expect, as LuCI reads it: one key, '' for the whole reply */
+			for (const k in (opts.expect || {})) {
+				if (r != null && k != '')
+					r = r[k];
+				if (r == null || typeof(r) != typeof(opts.expect[k]))
+					r = opts.expect[k];
+			}
+			return Promise.resolve(r);
+		};
+	}
+};
+
+/* The first tick is at once, as in LuCI; later ones are not needed here. */
+const poll = {
+	add(fn, interval) {
+		window.standIn.polls.push(interval);
+		window.setTimeout(fn, 0);
+		return true;
+	}
+};
+
+const ui = {
+	addNotification(title, children, type) {
+		const n = E('div', { 'class': 'alert-message ' + (type || '') }, children);
+
+		document.getElementById('notifications').appendChild(n);
+		return n;
+	}
+};
+
+const view = {
+	extend: (proto) => proto
+};
+
+class AbstractValue {
+	constructor(map, section, option, title, description) {
+		Object.assign(this, { map: map, section: section, option: option,
+			title: title || '', description: description || '', deps: [] });
+	}
+
+	depends(field, value) {
+		this.deps.push(typeof(field) == 'string' ? { [field]: value } : field);
+	}
+
+	cbid(sid) {
+		return 'cbid.' + this.map.config + '.' + sid + '.' + this.option;
+	}
+
+	cfgvalue(sid) {
+		const v = uci.get(this.map.config, sid, this.option);
+		return v != null ? v : this.default;
+	}
+
+	formvalue(sid) {
+		const el = document.getElementById(this.cbid(sid));
+		return el ? el.value : null;
+	}
+
+	widget(sid, value) {
+		return E('input', { 'type': 'text', 'id': this.cbid(sid),
+			'value': value != null ? value : '', 'placeholder': this.placeholder });
+	}
+
+	render(sid) {
+		return E('div', { 'class': 'cbi-value', 'data-name': this.option }, [
+			E('label', { 'class': 'cbi-value-title' }, [ this.title ]),
+			E('div', { 'class': 'cbi-value-field' }, [
+				this.widget(sid, this.cfgvalue(sid)),
+				E('div', { 'class': 'cbi-value-description' }, [ this.description ])
+			])
+		]);
+	}
+
+	check(sid) {
+		const el = document.getElementById(this.cbid(sid));
+		const why = this.validate ? this.validate(sid, this.formvalue(sid)) : true;
+
+		if (el && why !== true) {
+			el.classList.add('cbi-input-invalid');
+			el.setAttribute('data-error', why);
+		}
+	}
+}
+
+class Flag extends AbstractValue {
+	constructor(...args) {
+		super(...args);
+		this.enabled = '1';
+		this.disabled = '0';
+		this.default = this.disabled;
+	}
+
+	widget(sid, value) {
+		return E('input', { 'type': 'checkbox', 'id': this.cbid(sid),
+			'checked': value == this.enabled ? true : null });
+	}
+
+	formvalue(sid) {
+		const el = document.getElementById(this.cbid(sid));
+		return el ? (el.checked ? this.enabled : this.disabled) : null;
+	}
+}
+
+class DynamicList extends AbstractValue {
+	widget(sid, value) {
+		const items = value == null ? [] : Array.isArray(value) ? value : [ value ];
+
+		return E('div', { 'class': 'cbi-dynlist', 'id': this.cbid(sid) }, [
+			...items.map((v) => E('div', { 'class': 'item', 'data-value': v }, [ v ])),
+			E('input', { 'type': 'text', 'placeholder': this.placeholder })
+		]);
+	}
+
+	formvalue(sid) {
+		const el = document.getElementById(this.cbid(sid));
+		return el ? Array.from(el.querySelectorAll('.item'), (i) => i.getAttribute('data-value'))
+			: null;
+	}
+}
+
+class Button extends AbstractValue {
+	widget(sid) {
+		return E('button', { 'class': 'cbi-button cbi-button-' + (this.inputstyle || 'button'),
+			'id': this.cbid(sid), 'click': (ev) => this.onclick(ev, sid) },
+			[ this.inputtitle || this.title ]);
+	}
+
+	formvalue() {
+		return null;
+	}
+}
+
+class NamedSection {
+	constructor(map, name, type, title, description) {
+		Object.assign(this, { map: map, name: name, type: type, title: title || '',
+			description: description || '', children: [], tabs: [] });
+	}
+
+	tab(name, title, description) {
+		this.tabs.push({ name: name, title: title, description: description });
+	}
+
+	option(cls, ...args) {
+		const o = new cls(this.map, this, ...args);
+		this.children.push(o);
+		return o;
+	}
+
+	taboption(tab, ...args) {
+		const o = this.option(...args);
+		o.tab = tab;
+		return o;
+	}
+
+	formvalue(sid, option) {
+		const o = this.children.find((c) => c.option == option);
+		return o ? o.formvalue(sid) : null;
+	}
+
+	render() {
+		const opts = (tab) => this.children.filter((c) => c.tab == tab).map((c) => c.render(this.name));
+
+		return E('div', { 'class': 'cbi-section', 'id': 'cbi-' + this.map.config + '-' + this.name }, [
+			E('h3', [ this.title ]),
+			E('div', { 'class': 'cbi-section-descr' }, [ this.description ]),
+			...(this.tabs.length ? this.tabs.map((t) =>
+				E('fieldset', { 'data-tab': t.name }, [
+					E('legend', [ t.title ]),
+					E('div', { 'class': 'cbi-tab-descr' }, [ t.description || '' ]),
+					...opts(t.name)
+				])) : opts(undefined))
+		]);
+	}
+}
+
+class FormMap {
+	constructor(config, title, description) {
+		Object.assign(this, { config: config, title: title, description: description, children: [] });
+	}
+
+	section(cls, ...args) {
+		const s = new cls(this, ...args);
+		this.children.push(s);
+		return s;
+	}
+
+	render() {
+		return uci.load(this.config).then(() => {
+			const el = E('div', { 'class': 'cbi-map', 'id': 'cbi-' + this.config }, [
+				E('h2', [ this.title ]),
+				E('div', { 'class': 'cbi-map-descr' }, [ this.description ]),
+				...this.children.map((s) => s.render())
+			]);
+
+			/* Validation needs the other fields, so it runs once all are drawn. */
+			window.setTimeout(() => this.children.forEach((s) =>
+				s.children.forEach((o) => o.check(s.name))), 0);
+			return el;
+		});
+	}
+}
+
+const form = {
+	Map: FormMap,
+	NamedSection: NamedSection,
+	Value: AbstractValue,
+	Flag: Flag,
+	DynamicList: DynamicList,
+	Button: Button
+};
+
+const modules = { view: view, form: form, rpc: rpc, poll: poll, uci: uci, ui: ui };
+
+/* ---- L ---------------------------------------------------------------------- */
+
+window.L = {
+	bind: (fn, self, ...args) => fn.bind(self, ...args),
+	isObject: (v) => v != null && typeof(v) == 'object' && !Array.isArray(v),
+	toArray: (v) => v == null ? [] : Array.isArray(v) ? v : String(v).split(/\s+/),
+	resolveDefault: (p, def) => Promise.resolve(p).catch(() => def),
+
+	require(name) {
+		if (!modules[name])
+			return Promise.reject(new Error('the stand-in has no module ' + name));
+		return Promise.resolve(modules[name]);
+	},
+
+	loadView(url) {
+		return new Promise((resolve, reject) => {
+			const xhr = new XMLHttpRequest();
+
+			xhr.open('GET', url);
+			xhr.onload = () => resolve(xhr.responseText);
+			xhr.onerror = () => reject(new Error('cannot load ' + url));
+			xhr.send();
+		}).then((src) => {
+			const names = [], wanted = [];
+			const re = /^\s*'require\s+([\w.]+)(?:\s+as\s+(\w+))?';/gm;
+			let m;
+
+			while ((m = re.exec(src)) != null) {
+				names.push(m[2] || m[1]);
+				wanted.push(L.require(m[1]));
+			}
+			return Promise.all(wanted).then((mods) =>
+				new Function(...names, src + '\n//# sourceURL=' + url)(...mods));
+		}).then((proto) => {
+			const v = Object.create(proto);
+
+			return Promise.resolve(v.load()).then((data) => v.render(data)).then((node) => {
+				document.getElementById('maincontent').appendChild(node);
+				return v;
+			});
+		});
+	}
+};

@@ -1,0 +1,133 @@
+#!/bin/sh
+# The LuCI app's files agree with each other and with what exists: its JSON
+# parses; the menu's view is a file under htdocs; the ACL grants the methods
+# the rpcd plugin lists (run for real), and the UCI config the package
+# installs; the view calls only what the ACL grants, and its settings are
+# options the init script reads; the Makefile depends on packages the feed
+# defines.
+#
+# Usage: test_luci_files.sh
+# Exits 77 (skipped) without python3.
+
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "skipped: this test needs python3"
+	exit 77
+fi
+
+exec python3 - "$here/../../contrib/openwrt" <<'EOF'
+import glob, json, os, re, subprocess, sys
+
+feed = sys.argv[1]
+app = os.path.join(feed, "luci-app-keepalive-proxy")
+root = os.path.join(app, "root")
+views = os.path.join(app, "htdocs/luci-static/resources/view")
+init = open(os.path.join(feed, "keepalive-proxy/files/keepalive-proxy.init")).read()
+# UCI configs the feed installs, by name: /etc/config/NAME
+configs = {"keepalive-proxy": os.path.join(feed, "keepalive-proxy/files/keepalive-proxy.config")}
+# Objects rpcd itself has, with the methods used of them.
+rpcd_builtin = {"rc": {"init", "list"}}
+failed = 0
+
+
+def check(name, ok, why=""):
+    global failed
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else "\n  " + why))
+    failed += not ok
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as e:
+        check("%s is JSON" % os.path.relpath(path, app), False, str(e))
+        return {}
+
+
+menus = glob.glob(os.path.join(root, "usr/share/luci/menu.d/*.json"))
+acls = glob.glob(os.path.join(root, "usr/share/rpcd/acl.d/*.json"))
+check("a menu file and an ACL file", len(menus) == 1 and len(acls) == 1, "%s %s" % (menus, acls))
+acl = {}
+for path in acls:
+    acl.update(load(path))
+for path in menus:
+    for entry, m in load(path).items():
+        action = m.get("action", {})
+        if action.get("type") == "view":
+            js = os.path.join(views, action["path"] + ".js")
+            check("menu %s: view %s.js exists" % (entry, action["path"]), os.path.isfile(js), js)
+        for name in m.get("depends", {}).get("acl", []):
+            check("menu %s: ACL %s is granted by a file" % (entry, name), name in acl)
+        for name in m.get("depends", {}).get("uci", {}):
+            check("menu %s: UCI config %s is installed" % (entry, name), name in configs)
+
+# What the ACLs grant: ubus object -> methods, and UCI configs.
+granted, uci = {}, set()
+for name, a in acl.items():
+    for mode in ("read", "write"):
+        for obj, methods in a.get(mode, {}).get("ubus", {}).items():
+            granted.setdefault(obj, set()).update(methods)
+        uci.update(a.get(mode, {}).get("uci", []))
+for name in uci:
+    check("ACL: UCI config %s is installed" % name, name in configs)
+
+# Each granted object is an rpcd plugin here whose list matches, or rpcd's own.
+plugins = os.path.join(root, "usr/libexec/rpcd")
+listed = {}
+for obj, methods in granted.items():
+    path = os.path.join(plugins, obj)
+    if obj in rpcd_builtin:
+        check("ACL: %s.%s is rpcd's own" % (obj, ",".join(sorted(methods))),
+              methods <= rpcd_builtin[obj])
+        continue
+    if not os.access(path, os.X_OK):
+        check("ACL: object %s is an executable rpcd plugin" % obj, False, path)
+        continue
+    out = subprocess.run([path, "list"], capture_output=True, text=True).stdout
+    try:
+        listed[obj] = set(json.loads(out))
+    except ValueError as e:
+        check("plugin %s: list prints JSON" % obj, False, "%s: %r" % (e, out))
+        continue
+    check("ACL: %s grants the methods its plugin lists" % obj, listed[obj] == methods,
+          "listed %s, granted %s" % (sorted(listed[obj]), sorted(methods)))
+check("every rpcd plugin is granted in the ACL",
+      set(os.listdir(plugins)) <= set(granted), str(os.listdir(plugins)))
+
+# The view: what it calls, and the options it edits.
+for js in glob.glob(os.path.join(views, "*.js")):
+    src = open(js).read()
+    name = os.path.basename(js)
+    calls = re.findall(r"rpc\.declare\(\{\s*object:\s*'([^']+)',\s*method:\s*'([^']+)'", src)
+    check("%s declares its rpc calls" % name, len(calls) >= 4, str(calls))
+    for obj, method in calls:
+        check("%s calls %s.%s, which the ACL grants" % (name, obj, method),
+              method in granted.get(obj, ()))
+    maps = re.findall(r"new form\.Map\('([^']+)'", src)
+    check("%s edits installed UCI configs the ACL grants" % name,
+          maps and all(m in configs and m in uci for m in maps), str(maps))
+    options = re.findall(r"form\.(?:Value|Flag|DynamicList|ListValue), '([a-z_]+)'", src)
+    check("%s has settings" % name, len(options) >= 8, str(options))
+    for option in options:
+        read = re.search(r"(config_get|config_get_bool|add_option|config_list_foreach) "
+                         r"(\w+ )?\"\$cfg\" %s\b" % option, init)
+        check("%s: the init script reads option %s" % (name, option), bool(read))
+        check("%s: option %s is in the shipped config" % (name, option),
+              re.search(r"^\s*#?(option|list) %s " % option,
+                        open(configs["keepalive-proxy"]).read(), re.M) is not None)
+
+# The Makefile's dependencies on the daemon name packages the feed defines.
+make = open(os.path.join(app, "Makefile")).read()
+daemon = open(os.path.join(feed, "keepalive-proxy/Makefile")).read()
+deps = re.search(r"^LUCI_DEPENDS:=(.*)$", make, re.M).group(1)
+for pkg in re.findall(r"(keepalive-proxy[\w-]*)", deps):
+    check("Makefile: %s is a package of the feed" % pkg,
+          re.search(r"^define Package/%s$" % re.escape(pkg), daemon, re.M) is not None)
+
+if failed:
+    sys.exit("%d case(s) failed" % failed)
+print("all cases passed")
+EOF

@@ -1,0 +1,147 @@
+#!/bin/sh
+# The LuCI app's view in headless Chromium, on a stand-in for LuCI's module
+# API (luci-stand-in.js, which is not LuCI), with a router's UCI values and
+# rpcd answers made up in luci-view.html: the settings form must show its
+# fields with those values, the status its numbers as polled, the CA
+# buttons must offer the certificate as a file and make the CA, and a LAN
+# left open must be flagged.
+#
+# Usage: test_luci_view.sh
+# Exits 77 (skipped) without Chromium (or $KP_CHROMIUM) or python3.
+
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+chromium=${KP_CHROMIUM:-$(command -v chromium || command -v chromium-browser || :)}
+if [ -z "$chromium" ] || ! command -v python3 >/dev/null 2>&1; then
+	echo "skipped: this test needs chromium (or KP_CHROMIUM) and python3"
+	exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
+
+# dom QUERY: the page's DOM, once its script is done, in $work/dom.html
+dom()
+{
+	"$chromium" --headless --no-sandbox --disable-gpu --no-first-run \
+		--user-data-dir="$work/profile" --allow-file-access-from-files \
+		--virtual-time-budget=5000 --dump-dom "file://$here/luci-view.html$1" \
+		>"$work/dom.html" 2>"$work/chromium.log"
+}
+
+dom ""
+cp "$work/dom.html" "$work/ok.html"
+dom "?open-lan"
+cp "$work/dom.html" "$work/open-lan.html"
+
+exec python3 - "$work/ok.html" "$work/open-lan.html" <<'EOF'
+import json, sys
+from html.parser import HTMLParser
+
+
+class Page(HTMLParser):
+    """Each element's attributes and text, by id, and every element in order."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.ids, self.elements, self.open, self.text = {}, [], [], ""
+        self.feed(open(path).read())
+
+    def handle_starttag(self, tag, attrs):
+        e = dict(attrs, tag=tag, text="")
+        self.elements.append(e)
+        if "id" in e:
+            self.ids[e["id"]] = e
+        if tag not in ("input", "br", "meta"):
+            self.open.append(e)
+
+    def handle_endtag(self, tag):
+        while self.open and self.open.pop()["tag"] != tag:
+            pass
+
+    def handle_data(self, data):
+        self.text += data
+        for e in self.open:
+            e["text"] += data
+
+
+failed = 0
+
+
+def check(name, ok, why=""):
+    global failed
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else "\n  " + str(why)))
+    failed += not ok
+
+
+page = Page(sys.argv[1])
+check("the page ran to its end",
+      any(e["tag"] == "body" and e.get("data-done") == "yes" for e in page.elements),
+      page.ids.get("failure", {}).get("text", "no data-done on the body, and no failure"))
+if failed:
+    sys.exit(1)
+
+labels = [e["text"] for e in page.elements if e.get("class") == "cbi-value-title"]
+for label in ("Enabled", "Port", "Listen address", "Allowed clients", "Users file",
+              "Stats listener", "Hosts to intercept", "CA directory", "Create the CA",
+              "CA certificate", "Read ahead", "Memory for read-ahead"):
+    check("the form has the field " + label, label in labels, labels)
+
+
+def field(option):
+    return page.ids.get("cbid.keepalive-proxy.main." + option, {})
+
+
+check("the port shows its UCI value", field("port").get("value") == "3128")
+check("the stats listener shows its UCI value", field("stats_listen").get("value") == "127.0.0.1:9251")
+check("the allow list shows its items",
+      [e["data-value"] for e in page.elements if "data-value" in e][:2] == ["192.168.1.0/24", "fd00::/8"])
+check("read-ahead is ticked", "checked" in field("read_ahead"))
+check("the CA buttons are there",
+      field("_make_ca").get("text") == "Create CA" and field("_download_ca").get("text") == "Download certificate")
+check("no field of a sound setup is flagged",
+      not [e for e in page.elements if "cbi-input-invalid" in e.get("class", "")])
+
+shown = {k[3:]: v["text"] for k, v in page.ids.items() if k.startswith("kp-") and k != "kp-status"}
+want = {
+    "requests": "4243",  # the poll's answer, not load()'s 4242
+    "reused": "4001",
+    "new": "200",
+    "readahead": "37",
+    "local": "5",
+    "saved": "12.6 min",
+    "warm": "3 (cdn.example.com:443: 2, example.org:80: 1)",
+    "open": "4 to origins, 2 from clients",
+    "errors": "3 (timeout: 2, reset: 1)",
+    "bytes": "1.5 MiB to clients, 2.0 KiB to origins",
+}
+for k, v in want.items():
+    check("the status shows %s = %s" % (k, v), shown.get(k) == v, shown.get(k))
+check("the status names the daemon", "keepalive-proxy 0.1.0 (TLS: OpenSSL 3.0.0), as of" in page.text)
+check("the status is polled every 5 s", json.loads(page.ids["polls"]["text"]) == [5])
+
+offered = json.loads(page.ids["downloaded"]["text"])
+check("the certificate is offered as a file, as the plugin gave it",
+      offered == [{"name": "keepalive-proxy-ca.crt", "type": "application/x-x509-ca-cert",
+                   "text": "-----BEGIN CERTIFICATE-----\nMIIBstandinNOTAREALCERTIFICATE\n-----END CERTIFICATE-----\n"}],
+      offered)
+calls = [(c["object"], c["method"], c["params"]) for c in json.loads(page.ids["calls"]["text"])]
+check("Create CA calls make_ca, then restarts keepalive-proxy",
+      calls[-2:] == [("keepalive-proxy", "make_ca", {}),
+                     ("rc", "init", {"name": "keepalive-proxy", "action": "restart"})], calls)
+check("Create CA says where the CA is", "A new CA is in /etc/keepalive-proxy." in page.text)
+
+page = Page(sys.argv[2])
+check("open LAN: the listen address is flagged",
+      "allowed clients" in field("bind").get("data-error", ""), field("bind"))
+check("open LAN: the LAN stats listener is flagged",
+      "loopback" in field("stats_listen").get("data-error", ""), field("stats_listen"))
+state = [e for e in page.elements if e.get("class") == "alert-message warning"]
+check("open LAN: the plugin's refusal is shown",
+      state and "not on loopback" in state[0]["text"], state)
+
+if failed:
+    sys.exit("%d case(s) failed" % failed)
+print("all cases passed")
+EOF

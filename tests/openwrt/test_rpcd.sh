@@ -1,0 +1,241 @@
+#!/bin/sh
+# shellcheck disable=SC3043
+# The LuCI app's rpcd plugin against the real daemon: keepalive-proxy runs
+# with its stats listener on loopback, requests go through it to a Python
+# origin, and "call status" must give the numbers /stats gives. Then what
+# the plugin refuses (a stats listener off loopback, a CA for nothing) and,
+# when the binary has TLS, the CA it makes and the certificate it hands out.
+#
+# Real: the plugin, unchanged, run as rpcd runs it, and the binary under
+# test. Stand-ins, first in PATH: uci and uclient-fetch (uci-stand-in.sh and
+# uclient-fetch-stand-in.sh, see each), and keepalive-proxy, a link to the
+# binary.
+#
+# Usage: test_rpcd.sh KEEPALIVE-PROXY-BINARY
+# Exits 77 (skipped) without python3 or curl.
+
+set -eu
+
+bin=${1:?usage: $0 KEEPALIVE-PROXY-BINARY}
+case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+plugin="$here/../../contrib/openwrt/luci-app-keepalive-proxy/root/usr/libexec/rpcd/keepalive-proxy"
+
+for tool in python3 curl; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "skipped: this test needs $tool"
+		exit 77
+	fi
+done
+
+work=$(mktemp -d)
+pids=
+cleanup()
+{
+	for p in $pids; do
+		kill "$p" 2>/dev/null || :
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+failed=0
+
+mkdir "$work/bin" "$work/fetch" "$work/www"
+ln -s "$bin" "$work/bin/keepalive-proxy"
+ln -s "$here/uci-stand-in.sh" "$work/bin/uci"
+ln -s "$here/uclient-fetch-stand-in.sh" "$work/fetch/uclient-fetch"
+export KP_UCI_FILE="$work/uci" KP_FETCH_LOG="$work/fetched"
+router_path="$work/fetch:$work/bin:$PATH"
+
+fail()
+{
+	echo "FAIL $1"
+	[ -z "${2:-}" ] || sed 's/^/  /' "$2"
+	failed=$((failed + 1))
+}
+
+# started NAME PATTERN COMMAND...: runs COMMAND in the background, its
+# output into NAME.log, and returns once it prints a line with PATTERN
+# (then in $line), or fails if it exits first. Sets $pid.
+started()
+{
+	local name="$1" pattern="$2"
+	shift 2
+	rm -f "$work/$name.fifo"
+	mkfifo "$work/$name.fifo"
+	"$@" >"$work/$name.fifo" 2>&1 &
+	pid=$!
+	pids="$pids $pid"
+	exec 3<"$work/$name.fifo"
+	: >"$work/$name.log"
+	while IFS= read -r line <&3; do
+		printf '%s\n' "$line" >>"$work/$name.log"
+		case "$line" in
+		*"$pattern"*)
+			# Read on, or a chatty process would stop on a full pipe.
+			cat <&3 >>"$work/$name.log" &
+			exec 3<&-
+			return 0
+			;;
+		esac
+	done
+	exec 3<&-
+	return 1
+}
+
+# uci TEXT: the router's /etc/config/keepalive-proxy, section main
+set_uci()
+{
+	printf "config keepalive-proxy 'main'\n%s\n" "$1" >"$work/uci"
+}
+
+# call METHOD [PATH]: the plugin's answer, in $work/out, as rpcd would run it
+call()
+{
+	echo '{}' | PATH="${2:-$router_path}" "$plugin" call "$1" >"$work/out"
+}
+
+# check NAME PYTHON-EXPRESSION: the expression must be true of the answer
+# (j) and of what /stats said (s), both parsed as JSON.
+check()
+{
+	if python3 - "$work/out" "$work/stats" "$2" >"$work/why" 2>&1 <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+try:
+    s = json.load(open(sys.argv[2]))
+except (OSError, ValueError):
+    s = None
+if not eval(sys.argv[3]):
+    sys.exit("not so: %s\nthe plugin said: %s" % (sys.argv[3], json.dumps(j)[:2000]))
+EOF
+	then
+		echo "ok   $1"
+	else
+		fail "$1" "$work/why"
+	fi
+}
+
+# --- list: the methods the ACL grants ---------------------------------------
+"$plugin" list >"$work/out"
+check "list names the three methods" 'sorted(j) == ["ca_certificate", "make_ca", "status"]'
+
+# --- the daemon, an origin, and traffic -------------------------------------
+printf 'hello\n' >"$work/www/a.txt"
+if ! started origin "Serving HTTP" python3 -u -m http.server --bind 127.0.0.1 \
+	--protocol HTTP/1.1 --directory "$work/www" 0; then
+	fail "the Python origin did not start" "$work/origin.log"
+	exit 1
+fi
+origin="127.0.0.1:$(printf '%s\n' "$line" | sed -n 's/.* port \([0-9]*\) .*/\1/p')"
+
+# Ports below the kernel's ephemeral range, another pair when one is taken.
+attempt=0
+while :; do
+	attempt=$((attempt + 1))
+	port=$((20000 + ($$ * 7 + attempt * 2) % 12000))
+	stats=$((port + 1))
+	if started proxy "listening on" "$bin" -p "$port" -b 127.0.0.1 \
+		--stats-listen "127.0.0.1:$stats"; then
+		break
+	fi
+	if [ "$attempt" -ge 5 ] || ! grep -q "Address already in use" "$work/proxy.log"; then
+		fail "keepalive-proxy did not start" "$work/proxy.log"
+		exit 1
+	fi
+done
+
+# Two requests on one client connection.
+if ! curl -sSf -x "http://127.0.0.1:$port" -o /dev/null -o /dev/null \
+	"http://$origin/a.txt" "http://$origin/a.txt" 2>"$work/why"; then
+	fail "requests through the proxy" "$work/why"
+fi
+
+# --- status: the daemon's numbers --------------------------------------------
+set_uci "	option stats_listen '127.0.0.1:$stats'"
+call status
+curl -sSf "http://127.0.0.1:$stats/stats" >"$work/stats"
+check "status gives what /stats gives" \
+	'all(j["stats"][k] == s[k] for k in ("requests_total", "upstream_reused_total", "requests_on_new_connection_total", "bytes_to_clients_total", "idle_upstream_connections", "saved_seconds_total", "errors_total", "idle_per_host"))'
+check "status counts the two requests" 'j["stats"]["requests_total"] == 2'
+check "status names the listener and the binary" \
+	'j["listen"] == "127.0.0.1:'"$stats"'" and j["version"].startswith("keepalive-proxy ")'
+if grep -qxF "http://127.0.0.1:$stats/stats" "$work/fetched"; then
+	echo "ok   status fetched /stats with uclient-fetch, from loopback"
+else
+	fail "status did not fetch http://127.0.0.1:$stats/stats with uclient-fetch" "$work/fetched"
+fi
+if command -v wget >/dev/null 2>&1; then
+	call status "$work/bin:$PATH"
+	check "status through wget, where uclient-fetch is missing" \
+		'j["stats"]["requests_total"] == s["requests_total"]'
+fi
+
+# --- status: what it refuses ---------------------------------------------------
+: >"$work/fetched"
+set_uci "	option stats_listen '192.168.1.1:$stats'"
+call status
+check "a LAN stats listener is refused" '"not on loopback" in j["error"] and "stats" not in j'
+set_uci "	option stats_listen '0.0.0.0:$stats'"
+call status
+check "a wildcard stats listener is refused" '"not on loopback" in j["error"]'
+set_uci "	option stats_listen '127.0.0.1.example.com:$stats'"
+call status
+check "a name that starts like loopback is refused" '"not on loopback" in j["error"]'
+set_uci "	option stats_listen '127.0.0.1:$stats/stats?x'"
+call status
+check "a port that is no number is refused" '"not on loopback" in j["error"]'
+if [ -s "$work/fetched" ]; then
+	fail "a refused listener was fetched all the same" "$work/fetched"
+fi
+set_uci "	option port '9250'"
+call status
+check "no stats listener: said so, with the binary's version" \
+	'"is off" in j["error"] and j["version"].startswith("keepalive-proxy ")'
+kill "$pid"
+wait "$pid" 2>/dev/null || :
+set_uci "	option stats_listen '127.0.0.1:$stats'"
+call status
+check "a stopped daemon: said so" '"no answer" in j["error"]'
+
+# --- the CA --------------------------------------------------------------------
+set_uci "	option ca_dir '$work/ca'"
+call make_ca
+if [ -z "$("$bin" -V | sed -n '/^TLS: none/d; s/^TLS: //p')" ]; then
+	check "make_ca without TLS points to keepalive-proxy-openssl" \
+		'"keepalive-proxy-openssl" in j["error"]'
+	echo "ok   the CA itself (skipped: the binary has no TLS)"
+else
+	check "make_ca with nothing to intercept is refused" '"hosts to intercept" in j["error"]'
+	# A file here that *.example.com matches must not become the pattern.
+	: >"$work/x.example.com"
+	set_uci "	option ca_dir '$work/ca'
+	list intercept '*.example.com'
+	list intercept 'cdn.example.net'"
+	(cd "$work" && call make_ca)
+	check "make_ca writes the CA into ca_dir" \
+		'j["ca_dir"] == "'"$work/ca"'" and "Wrote a new CA" in j["message"]'
+	if openssl x509 -in "$work/ca/ca.crt" -noout -ext nameConstraints >"$work/why" 2>&1 &&
+		grep -q 'DNS:example\.com$' "$work/why" && grep -q 'DNS:cdn\.example\.net$' "$work/why"; then
+		echo "ok   the CA is limited to the saved intercept list"
+	else
+		fail "the CA is not limited to *.example.com and cdn.example.net" "$work/why"
+	fi
+	call make_ca
+	check "make_ca keeps an existing CA" '"has a CA already" in j["error"]'
+	call ca_certificate
+	check "ca_certificate gives ca.crt as it is" \
+		'j["pem"] == open("'"$work/ca/ca.crt"'").read() and j["path"] == "'"$work/ca/ca.crt"'"'
+	cat "$work/ca/ca.key" "$work/ca/ca.crt" >"$work/both.pem"
+	set_uci "	option ca_cert '$work/both.pem'"
+	call ca_certificate
+	check "ca_certificate never hands out a key" \
+		'j["pem"] == open("'"$work/ca/ca.crt"'").read() and "PRIVATE" not in j["pem"]'
+fi
+set_uci "	option ca_dir '$work/none'"
+call ca_certificate
+check "ca_certificate before there is a CA" '"create the CA first" in j["error"]'
+
+[ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
+echo "all cases passed"
