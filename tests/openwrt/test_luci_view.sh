@@ -4,7 +4,8 @@
 # rpcd answers made up in luci-view.html: the settings form must show its
 # fields with those values, the status its numbers as polled, the CA
 # buttons must offer the certificate as a file and make the CA, and a LAN
-# left open must be flagged.
+# left open must be flagged. A screenshot, luci-view.png, is left in the
+# working directory.
 #
 # Usage: test_luci_view.sh
 # Exits 77 (skipped) without Chromium (or $KP_CHROMIUM) or python3.
@@ -32,6 +33,11 @@ dom()
 
 dom ""
 cp "$work/dom.html" "$work/ok.html"
+# For people to look at (CI names it as an artifact); checked below from the DOM.
+"$chromium" --headless --no-sandbox --disable-gpu --no-first-run \
+	--user-data-dir="$work/profile" --allow-file-access-from-files \
+	--virtual-time-budget=5000 --window-size=1100,1500 --screenshot="$PWD/luci-view.png" \
+	"file://$here/luci-view.html" >/dev/null 2>&1 || :
 dom "?open-lan"
 cp "$work/dom.html" "$work/open-lan.html"
 
