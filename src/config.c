@@ -413,6 +413,18 @@ const struct config_option config_options[] = {
 	 "how long a range fetched ahead waits for its\n"
 	 "client (default 30)",
 	 SECONDS(read_ahead_ttl, "read-ahead TTL must be a number of seconds above 0")},
+	{"check-host", 0, NULL,
+	 "print what on this host limits a download, what\n"
+	 "it costs and the fix, and exit (1: something\n"
+	 "limits); a URL after it is probed for the RTT",
+	 FLAG(check_host)},
+	{"json", 0, NULL, "print --check-host's report as JSON", FLAG(check_json)},
+	{"rtt", 0, "MS",
+	 "round trip of the path the host check judges,\n"
+	 "at start and with --check-host (default 200)",
+	 UNSIGNED(path_rtt_ms, 1, 60000, "rtt must be 1-60000 milliseconds")},
+	{"rate", 0, "MBIT", "that path's rate in Mbit/s (default 500)",
+	 UNSIGNED(path_rate_mbit, 1, 1000000, "rate must be 1-1000000 Mbit/s")},
 	{"verbose", 'v', NULL, "more logging; repeat for more",
 	 .kind = CONFIG_OPT_COUNT, .field = FIELD(verbosity, int)},
 	{"version", 'V', NULL, "print the version and the TLS library, and exit",
@@ -431,6 +443,7 @@ void
 config_usage(FILE *out)
 {
 	fputs("Usage: keepalive-proxy [options]\n"
+	      "       keepalive-proxy --check-host [--json] [options] [URL]\n"
 	      "HTTP forward proxy that keeps upstream connections alive.\n"
 	      "\n",
 	      out);
@@ -580,8 +593,15 @@ config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name,
 			return CONFIG_ERROR;
 		}
 	}
+	/* One word may follow --check-host: the URL whose path it should judge. */
+	if (cfg->check_host && optind == argc - 1)
+		cfg->check_url = argv[optind++];
 	if (optind < argc) {
 		fprintf(err, "keepalive-proxy: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return CONFIG_ERROR;
+	}
+	if (cfg->check_json && !cfg->check_host) {
+		fprintf(err, "keepalive-proxy: --json goes with --check-host\n");
 		return CONFIG_ERROR;
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)

@@ -4,9 +4,43 @@
 #include <ev.h>
 
 #include "kp/config.h"
+#include "kp/hostcheck.h"
 #include "kp/log.h"
+#include "kp/probe.h"
 #include "kp/server.h"
 #include "kp/tls.h"
+
+/* Seconds the URL given to --check-host has to answer a connect. */
+#define PROBE_TIMEOUT 5.0
+
+/*
+ * --check-host: judge this host against the path and the flags, print the
+ * report, exit 1 if anything limits. It runs instead of the daemon, so the
+ * probe and running ip may block.
+ */
+static int
+check_host(const struct kp_config *cfg)
+{
+	struct hostcheck_input in;
+	struct hostcheck_report report;
+	char routes[4096], why[256];
+
+	hostcheck_input_local(&in, cfg, tls_built_in() ? tls_backend_name() : NULL);
+	if (hostcheck_read_routes(routes, sizeof(routes)) == 0)
+		in.routes = routes;
+	if (cfg->check_url) {
+		in.probe_url = cfg->check_url;
+		if (probe_rtt(cfg->check_url, cfg, PROBE_TIMEOUT, &in.probe_rtt_ms, why,
+		              sizeof(why)) < 0)
+			in.probe_error = why;
+	}
+	hostcheck_run(&report, &in, cfg);
+	if (cfg->check_json)
+		hostcheck_print_json(stdout, &report);
+	else
+		hostcheck_print_text(stdout, &report);
+	return hostcheck_limited(&report) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
 
 int
 main(int argc, char **argv)
@@ -26,6 +60,8 @@ main(int argc, char **argv)
 	case CONFIG_ERROR:
 		return 2;
 	}
+	if (cfg.check_host)
+		return check_host(&cfg);
 	if (cfg.make_ca_dir)
 		return tls_make_ca(cfg.make_ca_dir, &cfg, stdout, stderr) == 0 ? EXIT_SUCCESS
 		                                                             : EXIT_FAILURE;

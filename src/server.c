@@ -16,6 +16,7 @@
 #include "kp/buf.h"
 #include "kp/dns.h"
 #include "kp/evglue.h"
+#include "kp/hostcheck.h"
 #if KP_TLS
 #include "kp/intercept.h"
 #endif
@@ -354,6 +355,27 @@ drop_privileges(const struct kp_config *cfg)
 }
 
 /*
+ * One line when a host setting caps what this start is set up for (the
+ * path of --rtt and --rate or their defaults, the buffer, congestion and
+ * client flags): --check-host's judgement, read once before the loop. The
+ * loopback routes are left out: reading them means running ip, and they
+ * never limit.
+ */
+static void
+log_host_limits(const struct kp_config *cfg)
+{
+	struct hostcheck_input in;
+	struct hostcheck_report report;
+	char summary[1024];
+
+	hostcheck_input_local(&in, cfg, tls_built_in() ? tls_backend_name() : NULL);
+	hostcheck_run(&report, &in, cfg);
+	if (hostcheck_summary(&report, summary, sizeof(summary)) > 0)
+		log_warn("this host limits downloads: %s (keepalive-proxy --check-host for the fix)",
+		         summary);
+}
+
+/*
  * How long a host stays tunnelled for a client that refused our
  * certificate: an app that pins does not change its mind within the hour,
  * and a user who has just installed the CA does not wait longer than that.
@@ -436,6 +458,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (write_pidfile(srv) < 0 || drop_privileges(cfg) < 0)
 		return -1;
+	log_host_limits(cfg);
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
 	ev_init(&srv->accept_retry, accept_retry_cb);
 	ev_io_start(loop, &srv->accept_watcher);

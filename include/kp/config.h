@@ -98,6 +98,13 @@ struct kp_config {
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */
 
+	/* Host check (hostcheck.h): at start, and as --check-host instead of running. */
+	bool check_host;             /* --check-host: report what here limits a download, exit */
+	bool check_json;             /* --json: print that report as JSON */
+	const char *check_url;       /* the URL after --check-host, probed for the RTT; NULL: none */
+	unsigned path_rtt_ms;        /* --rtt: the path's round trip; 0: probed, or the default */
+	unsigned path_rate_mbit;     /* --rate: the path's rate; 0: the default */
+
 	int verbosity;               /* -v adds one */
 };
 

@@ -155,6 +155,12 @@ test_defaults(void **state)
 	assert_int_equal(cfg.read_ahead_memory, 33554432);
 	assert_int_equal(cfg.read_ahead_depth, 4);
 	assert_seconds(cfg.dns_cache_ttl, 60);
+	/* No path given: the host check judges its own default path (hostcheck.h). */
+	assert_false(cfg.check_host);
+	assert_false(cfg.check_json);
+	assert_null(cfg.check_url);
+	assert_int_equal(cfg.path_rtt_ms, 0);
+	assert_int_equal(cfg.path_rate_mbit, 0);
 	assert_int_equal(cfg.verbosity, 0);
 }
 
@@ -654,6 +660,8 @@ static const struct {
 	{"read-ahead-memory", 1048576, 2147483648UL},
 #endif
 	{"read-ahead-depth", 1, 8},
+	{"rtt", 1, 60000},
+	{"rate", 1, 1000000},
 };
 
 /* Above 0, at most a day. */
@@ -834,6 +842,10 @@ static const struct {
 	{"read-ahead-memory", AT(read_ahead_memory)},
 	{"read-ahead-depth", AT(read_ahead_depth)},
 	{"read-ahead-ttl", AT(read_ahead_ttl)},
+	{"check-host", AT(check_host)},
+	{"json", AT(check_json)},
+	{"rtt", AT(path_rtt_ms)},
+	{"rate", AT(path_rate_mbit)},
 	{"verbose", AT(verbosity)},
 };
 
@@ -882,6 +894,9 @@ test_option_values(void **state)
 			break;
 		case CONFIG_OPT_FLAG:
 			argv[1] = flag;
+			/* --json shapes --check-host's report and means nothing alone. */
+			if (strcmp(opt->name, "json") == 0)
+				argv[2] = "--check-host";
 			run_argv(&o, argv);
 			assert_int_equal(o.result, CONFIG_RUN);
 			assert_true(*(const bool *)((const char *)&o.cfg + opt->field));
@@ -985,6 +1000,59 @@ test_short_alias_is_long_name(void **state)
 		outcome_free(&by_short);
 		outcome_free(&by_long);
 	}
+}
+
+/* --check-host takes one URL after it and --json; without it, neither means anything. */
+static void
+test_check_host(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--check-host");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_true(o.cfg.check_host);
+	assert_false(o.cfg.check_json);
+	assert_null(o.cfg.check_url);
+	assert_int_equal(o.cfg.path_rtt_ms, 0);
+	assert_int_equal(o.cfg.path_rate_mbit, 0);
+	outcome_free(&o);
+	/* getopt moves the URL behind the flags, wherever it was written. */
+	RUN(&o, "--check-host", "http://example.com/v.mp4", "--json", "--rate", "1000");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_true(o.cfg.check_json);
+	assert_string_equal(o.cfg.check_url, "http://example.com/v.mp4");
+	assert_int_equal(o.cfg.path_rate_mbit, 1000);
+	outcome_free(&o);
+	RUN(&o, "--check-host", "--rtt", "150", "--upstream-rcvbuf", "67108864", "-u", "nobody");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.path_rtt_ms, 150);
+	assert_string_equal(o.cfg.user, "nobody");
+	outcome_free(&o);
+	RUN(&o, "--check-host", "http://a/", "http://b/");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, "keepalive-proxy: unexpected argument 'http://a/' (see --help)\n");
+	outcome_free(&o);
+	RUN(&o, "http://example.com/");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err,
+	                    "keepalive-proxy: unexpected argument 'http://example.com/' (see --help)\n");
+	outcome_free(&o);
+	RUN(&o, "--json");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, "keepalive-proxy: --json goes with --check-host\n");
+	outcome_free(&o);
+	/* The path also sets what the start-up check judges, so it parses without --check-host. */
+	RUN(&o, "--rtt", "300", "--rate", "100");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_false(o.cfg.check_host);
+	assert_int_equal(o.cfg.path_rtt_ms, 300);
+	assert_int_equal(o.cfg.path_rate_mbit, 100);
+	outcome_free(&o);
+	RUN(&o, "--check-host", "--rtt", "0");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_string_equal(o.err, "keepalive-proxy: rtt must be 1-60000 milliseconds: '0'\n");
+	outcome_free(&o);
 }
 
 static void
@@ -1182,6 +1250,7 @@ main(void)
 		cmocka_unit_test(test_option_values),
 		cmocka_unit_test(test_option_missing_or_extra_value),
 		cmocka_unit_test(test_short_alias_is_long_name),
+		cmocka_unit_test(test_check_host),
 		cmocka_unit_test(test_unknown_option),
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_parse_again_after_error),
