@@ -426,9 +426,8 @@ check_congestion(struct hostcheck_report *r, const struct hostcheck_input *in,
 		         "without root (allowed: %s)", cfg->congestion, allowed);
 		snprintf(f->cost, sizeof(f->cost),
 		         "a socket without CAP_NET_ADMIN may pick only what "
-		         "net.ipv4.tcp_allowed_congestion_control lists: started without root, the "
-		         "proxy refuses it; with -u, every upstream connect after the switch "
-		         "fails");
+		         "net.ipv4.tcp_allowed_congestion_control lists: started without root, or "
+		         "with -u, the proxy refuses to start");
 		snprintf(f->fix, sizeof(f->fix),
 		         "sysctl -w net.ipv4.tcp_allowed_congestion_control='%s %s'", allowed,
 		         cfg->congestion);

@@ -458,6 +458,13 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (write_pidfile(srv) < 0 || drop_privileges(cfg) < 0)
 		return -1;
+	/*
+	 * Root may set any congestion control the kernel has; the -u user only
+	 * the allowed ones. Checked again as that user, or every upstream
+	 * connect would fail with EPERM and every request with a 502.
+	 */
+	if (cfg->user && check_upstream_tuning(cfg) < 0)
+		return -1;
 	log_host_limits(cfg);
 	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
 	ev_init(&srv->accept_retry, accept_retry_cb);

@@ -200,6 +200,61 @@ unknown_congestion_is_refused_at_start(void)
 	free(log);
 }
 
+/* Whether name is one of the words in /proc/sys/net/ipv4/<list>. */
+static bool
+listed(const char *list, const char *name)
+{
+	char path[128], *text, *word, *save = NULL;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/%s", list);
+	if (!(text = read_file_all(path, NULL)))
+		return false;
+	for (word = strtok_r(text, " \n", &save); word && !found; word = strtok_r(NULL, " \n", &save))
+		found = strcmp(word, name) == 0;
+	free(text);
+	return found;
+}
+
+/*
+ * A congestion control the kernel has but does not allow the unprivileged:
+ * root may set it, the -u user may not. The daemon must refuse to start,
+ * not start and then fail every upstream connect with EPERM.
+ */
+static void
+congestion_the_user_may_not_set_is_refused_at_start(void)
+{
+	static const char *const candidates[] = {"cubic", "reno", "bbr", "htcp", "vegas"};
+	const char *cc = NULL;
+	char port[16], log_path[512];
+	char *log;
+
+	if (geteuid() != 0) {
+		skip();
+	}
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && !cc; i++)
+		if (listed("tcp_available_congestion_control", candidates[i]) &&
+		    !listed("tcp_allowed_congestion_control", candidates[i]))
+			cc = candidates[i];
+	if (!cc) {
+		print_message("every available congestion control is allowed here: nothing to refuse\n");
+		skip();
+	}
+	{
+		const char *argv[] = {getenv("KP_BINARY"), "-p", port, "-u", "nobody",
+		                      "--congestion", cc, NULL};
+
+		snprintf(port, sizeof(port), "%d", free_port());
+		snprintf(log_path, sizeof(log_path), "%s/user-cc.log", harness_temp_dir());
+		assert_int_equal(run_process(argv, log_path, 5000), 1);
+	}
+	log = read_file_all(log_path, NULL);
+	assert_non_null(log);
+	if (!strstr(log, "--congestion") || !strstr(log, "tcp_allowed_congestion_control"))
+		fail_msg("the error does not name --congestion and the allowed list:\n%s", log);
+	free(log);
+}
+
 int
 main(void)
 {
@@ -208,6 +263,7 @@ main(void)
 		E2E_TEST(defaults_leave_buffers_to_the_kernel),
 		E2E_TEST(keepalive_zero_means_none),
 		E2E_TEST(unknown_congestion_is_refused_at_start),
+		E2E_TEST(congestion_the_user_may_not_set_is_refused_at_start),
 	};
 
 	return E2E_RUN("tuning", tests);
