@@ -20,6 +20,8 @@
  * calls the view's load() and render() and puts the result in
  * #maincontent. Each option's validate() runs on its value once drawn; a
  * refusal marks the field cbi-input-invalid with the reason in data-error.
+ * E() writes a null or undefined in an array out as text, as LuCI releases
+ * do, so that the page shows it.
  */
 'use strict';
 
@@ -51,7 +53,7 @@ function append(el, children) {
 				el.appendChild(c);
 			else if (Array.isArray(c))
 				append(el, c);
-			else if (c != null)
+			else
 				el.appendChild(document.createTextNode(String(c)));
 		});
 	else if (children instanceof Node)
@@ -122,6 +124,21 @@ const poll = {
 };
 
 const ui = {
+	/* A click handler that disables its button while the promise fn returns runs. */
+	createHandlerFn(ctx, fn, ...args) {
+		if (typeof(fn) == 'string')
+			fn = ctx[fn];
+		return (ev) => {
+			const button = ev.currentTarget;
+			const r = fn.call(ctx, ...args, ev);
+
+			if (!(r instanceof Promise))
+				return r;
+			button.disabled = true;
+			return r.finally(() => { button.disabled = false; });
+		};
+	},
+
 	addNotification(title, children, type) {
 		const n = E('div', { 'class': 'alert-message ' + (type || '') }, children);
 
@@ -277,7 +294,8 @@ class NamedSection {
 
 class FormMap {
 	constructor(config, title, description) {
-		Object.assign(this, { config: config, title: title, description: description, children: [] });
+		Object.assign(this, { config: config, title: title || '', description: description || '',
+			children: [] });
 	}
 
 	section(cls, ...args) {

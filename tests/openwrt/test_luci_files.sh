@@ -1,8 +1,8 @@
 #!/bin/sh
 # The LuCI app's files agree with each other and with what exists: its JSON
 # parses; the menu's view is a file under htdocs; the ACL grants the methods
-# the rpcd plugin lists (run for real), and the UCI config the package
-# installs; the view calls only what the ACL grants, and its settings are
+# the rpcd plugin lists (run for real), those that change nothing as reads
+# only, and the UCI config the package installs; the view calls only what the ACL grants, and its settings are
 # options the init script reads; the Makefile depends on packages the feed
 # defines.
 #
@@ -73,6 +73,16 @@ for name, a in acl.items():
         uci.update(a.get(mode, {}).get("uci", []))
 for name in uci:
     check("ACL: UCI config %s is installed" % name, name in configs)
+
+
+def ubus(mode):
+    return {m for a in acl.values() for m in a.get(mode, {}).get("ubus", {}).get("keepalive-proxy", [])}
+
+
+# A page open with read access only must not make a CA, and may check the host.
+check("ACL: the methods that change nothing are granted for reading",
+      ubus("read") == {"status", "ca_certificate", "check_host"} and ubus("write") == {"make_ca"},
+      "read %s, write %s" % (sorted(ubus("read")), sorted(ubus("write"))))
 
 # Each granted object is an rpcd plugin here whose list matches, or rpcd's own.
 plugins = os.path.join(root, "usr/libexec/rpcd")

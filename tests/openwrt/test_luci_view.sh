@@ -2,9 +2,10 @@
 # The LuCI app's view in headless Chromium, on a stand-in for LuCI's module
 # API (luci-stand-in.js, which is not LuCI), with a router's UCI values and
 # rpcd answers made up in luci-view.html: the settings form must show its
-# fields with those values, the status its numbers as polled, the CA
-# buttons must offer the certificate as a file and make the CA, and a LAN
-# left open must be flagged. A screenshot, luci-view.png, is left in the
+# fields with those values, the status its numbers as polled, the host
+# check its findings (what limits with its cost and fix) and a fresh report
+# on "Check again", the CA buttons must offer the certificate as a file and
+# make the CA, and a LAN left open must be flagged. A screenshot, luci-view.png, is left in the
 # working directory.
 #
 # Usage: test_luci_view.sh
@@ -49,10 +50,10 @@ from html.parser import HTMLParser
 class Page(HTMLParser):
     """Each element's attributes and text, by id, and every element in order."""
 
-    def __init__(self, path):
+    def __init__(self, path=None, html=""):
         super().__init__()
         self.ids, self.elements, self.open, self.text = {}, [], [], ""
-        self.feed(open(path).read())
+        self.feed(open(path).read() if path else html)
 
     def handle_starttag(self, tag, attrs):
         e = dict(attrs, tag=tag, text="")
@@ -127,6 +128,51 @@ for k, v in want.items():
 check("the status names the daemon", "keepalive-proxy 0.1.0 (TLS: OpenSSL 3.0.0), as of" in page.text)
 check("the status is polled every 5 s", json.loads(page.ids["polls"]["text"]) == [5])
 
+
+
+def finding(p, key):
+    """The host check's element for a finding (the first of them), or an empty one."""
+    found = [e for e in p.elements if e.get("data-key") == key]
+    return found[0] if found else {"tag": "", "text": ""}
+
+
+# The host check as the page loaded it, kept before "Check again", and as
+# it is after: the fresh report in place of the first.
+first = Page(html=page.ids.get("check-first", {}).get("text", ""))
+check("the host check as loaded: nothing limits, on which path",
+      "Nothing on this router limits one download over 200 ms at 500 Mbit/s" in first.text
+      and finding(first, "rmem_max")["text"].startswith("ok: net.core.rmem_max 208 KiB"),
+      first.text[:300])
+again = [c for c in json.loads(page.ids["calls"]["text"]) if c["method"] == "check_host"]
+check("Check again runs the check again", len(again) == 2, again)
+report = page.ids.get("kp-check-report", {"text": ""})
+check("Check again shows the new report in place of the old",
+      "Something on this router limits one download over 200 ms at 500 Mbit/s" in report["text"]
+      and "Nothing" not in report["text"]
+      and len([e for e in page.elements if e.get("data-key") == "rmem_max"]) == 1, report)
+check("Check again can be pressed again", "disabled" not in page.ids.get("kp-check-again", {}),
+      page.ids.get("kp-check-again"))
+limit = finding(page, "rmem_max")
+check("a limiting finding is highlighted with what limits",
+      "alert-message warning" in limit.get("class", "")
+      and "cuts --upstream-rcvbuf 8 MiB to 208 KiB" in limit["text"], limit)
+check("a limiting finding shows its cost and its fix",
+      "gave up root with -u" in limit["text"]
+      and any(e["tag"] == "code" and e["text"] == "sysctl -w net.core.rmem_max=8388608"
+              for e in page.elements), limit)
+note = finding(page, "slow_start_after_idle")
+check("a note is folded, its fix inside",
+      note["tag"] == "details" and "open" not in note
+      and "tcp_slow_start_after_idle=0" in note["text"], note)
+check("an ok finding is one line, without its cost",
+      finding(page, "tcp_rmem")["text"] == "ok: net.ipv4.tcp_rmem max 32 MiB: one stream at most 832 Mbit/s at 200 ms",
+      finding(page, "tcp_rmem"))
+check("an unknown finding is one line",
+      finding(page, "loopback")["text"].startswith("unknown: loopback route"), finding(page, "loopback"))
+shown_text = first.text + page.ids.get("maincontent", {}).get("text", "")
+check("the page shows no null or undefined",
+      "null" not in shown_text and "undefined" not in shown_text, shown_text[:300])
+
 offered = json.loads(page.ids["downloaded"]["text"])
 check("the certificate is offered as a file, as the plugin gave it",
       offered == [{"name": "keepalive-proxy-ca.crt", "type": "application/x-x509-ca-cert",
@@ -146,6 +192,9 @@ check("open LAN: the LAN stats listener is flagged",
 state = [e for e in page.elements if e.get("class") == "alert-message warning"]
 check("open LAN: the plugin's refusal is shown",
       state and "not on loopback" in state[0]["text"], state)
+check("open LAN: the host check shows why it could not run",
+      "without --allow or --auth-file" in page.ids.get("kp-check-report", {}).get("text", ""),
+      page.ids.get("kp-check-report"))
 
 if failed:
     sys.exit("%d case(s) failed" % failed)

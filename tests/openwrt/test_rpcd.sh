@@ -3,8 +3,9 @@
 # The LuCI app's rpcd plugin against the real daemon: keepalive-proxy runs
 # with its stats listener on loopback, requests go through it to a Python
 # origin, and "call status" must give the numbers /stats gives. Then what
-# the plugin refuses (a stats listener off loopback, a CA for nothing) and,
-# when the binary has TLS, the CA it makes and the certificate it hands out.
+# the plugin refuses (a stats listener off loopback, a CA for nothing),
+# when the binary has TLS, the CA it makes and the certificate it hands out,
+# and the host check's report, judged with the saved flags.
 #
 # Real: the plugin, unchanged, run as rpcd runs it, and the binary under
 # test. Stand-ins, first in PATH: uci and uclient-fetch (uci-stand-in.sh and
@@ -119,7 +120,8 @@ EOF
 
 # --- list: the methods the ACL grants ---------------------------------------
 "$plugin" list >"$work/out"
-check "list names the three methods" 'sorted(j) == ["ca_certificate", "make_ca", "status"]'
+check "list names the four methods" \
+	'sorted(j) == ["ca_certificate", "check_host", "make_ca", "status"]'
 
 # --- the daemon, an origin, and traffic -------------------------------------
 printf 'hello\n' >"$work/www/a.txt"
@@ -236,6 +238,47 @@ fi
 set_uci "	option ca_dir '$work/none'"
 call ca_certificate
 check "ca_certificate before there is a CA" '"create the CA first" in j["error"]'
+
+# --- check_host: the binary's report, with the flags it judges --------------
+set_uci "	option port '9250'"
+call check_host
+check "check_host gives the report, judged for the default listen address" \
+	'"error" not in j and j["flags"] == "-b 127.0.0.1" and j["report"]["findings"] and all(f["status"] in ("ok", "note", "limits", "unknown") and f["what"] for f in j["report"]["findings"])'
+# Each of these shows in the report (-u as buffers never "passed as root");
+# --congestion names none the kernel has, so something limits, and exit 1
+# must still be a report.
+set_uci "	option bind '192.168.1.1'
+	list allow '192.168.1.0/24'
+	list allow 'fd00::/8'
+	option user 'nobody'
+	option max_clients '10000000'
+	option upstream_rcvbuf '1073741824'
+	option upstream_sndbuf '1073741824'
+	option congestion 'nosuchcc'"
+call check_host
+check "check_host: exit 1, something limits, is a report" \
+	'"error" not in j and j["report"]["limited"] is True'
+check "check_host passes -b, --allow and -u as the init script does" \
+	'j["flags"] == "-b 192.168.1.1 --allow 192.168.1.0/24 --allow fd00::/8 --user nobody --max-clients 10000000 --upstream-rcvbuf 1073741824 --upstream-sndbuf 1073741824 --congestion nosuchcc"'
+check "check_host judges the saved flags" \
+	'{f["key"]: f for f in j["report"]["findings"]}["congestion"]["status"] == "limits" and all(t in json.dumps(j["report"]) for t in ("--max-clients 10000000", "--upstream-rcvbuf 1024 MiB", "--upstream-sndbuf 1024 MiB", "nosuchcc", "listens on 192.168.1.1")) and "passed as root" not in json.dumps(j["report"])'
+set_uci "	option max_clients 'many'"
+call check_host
+check "check_host: a setting the daemon refuses gives its reason" \
+	'"report" not in j and "max clients must be" in j["error"]'
+# A binary from before the host check: it knows no --check-host.
+mkdir "$work/old"
+cat >"$work/old/keepalive-proxy" <<'EOF'
+#!/bin/sh
+[ "$1" = --help ] && { echo "usage: keepalive-proxy [options]"; exit 0; }
+echo "keepalive-proxy: unknown option $1 (see --help)" >&2
+exit 2
+EOF
+chmod +x "$work/old/keepalive-proxy"
+set_uci "	option port '9250'"
+call check_host "$work/old:$router_path"
+check "check_host: a binary without the host check is named too old" \
+	'"report" not in j and "too old" in j["error"]'
 
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
 echo "all cases passed"

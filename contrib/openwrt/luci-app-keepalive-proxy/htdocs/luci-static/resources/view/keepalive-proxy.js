@@ -7,10 +7,11 @@
 
 /*
  * keepalive-proxy's settings (/etc/config/keepalive-proxy), its interception
- * CA, and its live numbers. The numbers come through the rpcd plugin
- * (/usr/libexec/rpcd/keepalive-proxy), which fetches /stats from the
+ * CA, its live numbers and its host check. The numbers come through the rpcd
+ * plugin (/usr/libexec/rpcd/keepalive-proxy), which fetches /stats from the
  * daemon's stats listener on loopback: the listener is never opened to the
- * LAN for this page.
+ * LAN for this page. The host check is keepalive-proxy --check-host, run by
+ * the plugin with the saved settings.
  */
 
 const callStatus = rpc.declare({
@@ -28,6 +29,12 @@ const callMakeCa = rpc.declare({
 const callCaCertificate = rpc.declare({
 	object: 'keepalive-proxy',
 	method: 'ca_certificate',
+	expect: { '': {} }
+});
+
+const callCheckHost = rpc.declare({
+	object: 'keepalive-proxy',
+	method: 'check_host',
 	expect: { '': {} }
 });
 
@@ -77,6 +84,31 @@ function sum(parts) {
 	return Object.keys(parts || {}).reduce((n, k) => n + (+parts[k] || 0), 0);
 }
 
+const checkStatus = { ok: _('ok'), note: _('note'), limits: _('limits'), unknown: _('unknown') };
+
+/*
+ * One finding of the host check: one line when nothing is to be done, its
+ * cost and fix folded away when it costs little, all of it when it limits.
+ */
+function finding(f) {
+	const status = checkStatus[f.status] || f.status;
+	const more = [];
+
+	/* No nulls in E()'s arrays: LuCI writes them out as "null". */
+	if (f.cost)
+		more.push(E('div', [ _('Cost: %s').format(f.cost) ]));
+	if (f.fix)
+		more.push(E('div', [ _('Fix: '), E('code', [ f.fix ]) ]));
+
+	if (f.status == 'limits')
+		return E('div', { 'class': 'alert-message warning', 'data-key': f.key },
+			[ E('strong', [ status ]), ' ', f.what, ...more ]);
+	if (f.status == 'note' && (f.cost || f.fix))
+		return E('details', { 'data-key': f.key },
+			[ E('summary', [ status + ': ' + f.what ]), ...more ]);
+	return E('div', { 'data-key': f.key }, [ status + ': ' + f.what ]);
+}
+
 /* Each row of the status table: its id, its label, and its value from /stats. */
 const statusRows = [
 	[ 'saved', _('Time saved by reused connections (estimate)'),
@@ -100,7 +132,10 @@ const statusRows = [
 
 return view.extend({
 	load() {
-		return L.resolveDefault(callStatus(), {});
+		return Promise.all([
+			L.resolveDefault(callStatus(), {}),
+			L.resolveDefault(callCheckHost(), {})
+		]);
 	},
 
 	renderStatus() {
@@ -133,6 +168,36 @@ return view.extend({
 		});
 	},
 
+	renderCheck() {
+		this.checkEl = E('div', { 'id': 'kp-check-report' });
+		return E('div', { 'class': 'cbi-section', 'id': 'kp-check' }, [
+			E('h3', _('Host check')),
+			this.checkEl,
+			E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'kp-check-again',
+				'click': ui.createHandlerFn(this, 'handleCheck') }, [ _('Check again') ])
+		]);
+	},
+
+	updateCheck(res) {
+		const r = res.report;
+
+		if (res.error || !r || !Array.isArray(r.findings)) {
+			this.checkEl.replaceChildren(E('p', { 'class': 'alert-message warning' },
+				[ res.error || noAnswer ]));
+			return;
+		}
+		this.checkEl.replaceChildren(
+			E('p', [ (r.limited
+				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the saved settings:')
+				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the saved settings.'))
+				.format(r.path.rtt_ms, r.path.rate_mbit) ]),
+			...r.findings.map(finding));
+	},
+
+	handleCheck() {
+		return L.resolveDefault(callCheckHost(), {}).then((res) => this.updateCheck(res));
+	},
+
 	/* Messages go to E() in an array, where a string is text; alone it is HTML. */
 	handleMakeCa() {
 		return callMakeCa().then((res) => {
@@ -163,7 +228,7 @@ return view.extend({
 		});
 	},
 
-	render(status) {
+	render([ status, check ]) {
 		/* The title is the page's, above the status: the map redraws itself on save. */
 		const m = new form.Map('keepalive-proxy');
 		const s = m.section(form.NamedSection, 'main', 'keepalive-proxy', _('Settings'));
@@ -253,8 +318,10 @@ return view.extend({
 		o.depends('read_ahead', '1');
 
 		const statusEl = this.renderStatus();
+		const checkEl = this.renderCheck();
 
 		this.updateStatus(status);
+		this.updateCheck(check);
 		poll.add(() => callStatus().then((st) => this.updateStatus(st)), 5);
 
 		return m.render().then((mapEl) => E('div', {}, [
@@ -262,6 +329,7 @@ return view.extend({
 			E('div', { 'class': 'cbi-map-descr' },
 				_('An HTTP forward proxy that keeps its connections to origin servers open and hands them from one request to the next, so that downloaders opening a connection per chunk skip the handshakes and slow start.')),
 			statusEl,
+			checkEl,
 			mapEl
 		]));
 	}
