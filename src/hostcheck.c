@@ -19,9 +19,6 @@ extern char **environ;
 /* What contrib/sysctl.d raises the buffer maxima to: 64 MiB removed the cap in bench/wan. */
 #define SUGGESTED_MAX (64ull << 20)
 
-/* Descriptors the daemon keeps back, and two per client: as server.c fits --max-clients. */
-#define FDS_RESERVED 32
-
 /* The kernel's initial windows, in segments, when a route sets none. */
 #define KERNEL_INITIAL_WINDOW 10
 
@@ -570,7 +567,7 @@ check_fd_limit(struct hostcheck_report *r, const struct hostcheck_input *in,
 	else
 		snprintf(limit, sizeof(limit), "%llu", in->fd_limit);
 	snprintf(f->value, sizeof(f->value), "%s", limit);
-	usable = in->fd_limit > FDS_RESERVED ? (in->fd_limit - FDS_RESERVED) / 2 : 1;
+	usable = in->fd_limit > KP_FDS_RESERVED ? (in->fd_limit - KP_FDS_RESERVED) / 2 : 1;
 	if (usable >= cfg->max_clients) {
 		f->status = HOSTCHECK_OK;
 		snprintf(f->what, sizeof(f->what),
@@ -585,11 +582,11 @@ check_fd_limit(struct hostcheck_report *r, const struct hostcheck_input *in,
 	         usable, cfg->max_clients);
 	snprintf(f->cost, sizeof(f->cost),
 	         "each client may hold an upstream connection too, so two descriptors per client "
-	         "and %d kept back; more clients wait in the kernel's backlog", FDS_RESERVED);
+	         "and %d kept back; more clients wait in the kernel's backlog", KP_FDS_RESERVED);
 	snprintf(f->fix, sizeof(f->fix),
 	         "a higher hard limit (LimitNOFILE=%u in the systemd unit, ulimit -Hn %u as root "
 	         "before starting), or --max-clients %llu",
-	         cfg->max_clients * 2 + FDS_RESERVED, cfg->max_clients * 2 + FDS_RESERVED, usable);
+	         cfg->max_clients * 2 + KP_FDS_RESERVED, cfg->max_clients * 2 + KP_FDS_RESERVED, usable);
 }
 
 static void

@@ -29,8 +29,6 @@
 
 /* Accepts per readiness event: a burst of connects must not starve established clients. */
 #define ACCEPTS_PER_EVENT 64
-/* fds kept back from clients: listener, resolver, stdio, logging. */
-#define FDS_RESERVED 32
 
 /* After descriptors ran out with nothing to give back: try again this much later. */
 #define ACCEPT_RETRY_SECONDS 0.1
@@ -253,7 +251,7 @@ fit_clients_to_fd_limit(struct server *srv, unsigned wanted)
 	rlim_t usable;
 
 	srv->fds.limit = 1024;
-	srv->fds.reserved = FDS_RESERVED;
+	srv->fds.reserved = KP_FDS_RESERVED;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return wanted;
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -262,7 +260,7 @@ fit_clients_to_fd_limit(struct server *srv, unsigned wanted)
 			getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	srv->fds.limit = rl.rlim_cur == RLIM_INFINITY ? ~0UL : (unsigned long)rl.rlim_cur;
-	usable = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / 2 : 1;
+	usable = rl.rlim_cur > KP_FDS_RESERVED ? (rl.rlim_cur - KP_FDS_RESERVED) / 2 : 1;
 	if (usable < wanted) {
 		log_info("fd limit %llu allows %llu clients, not %u", (unsigned long long)rl.rlim_cur,
 		         (unsigned long long)usable, wanted);

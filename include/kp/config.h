@@ -17,6 +17,12 @@
 #define KP_MAX_CIDRS 64
 /* Host patterns --intercept may list. */
 #define KP_MAX_INTERCEPT 64
+/*
+ * Descriptors kept back from clients (listener, resolver, stdio, logging);
+ * each client may hold two, its own and an upstream's, so --max-clients is
+ * fitted to (limit - KP_FDS_RESERVED) / 2, and --check-host says so.
+ */
+#define KP_FDS_RESERVED 32
 
 struct kp_config {
 	/* Listening side. */
