@@ -542,10 +542,10 @@ ex_heard(struct exchange *ex)
 	if (!c->env->readahead || ex->method != HTTP_GET)
 		return;
 	ask = ask_of(c);
-	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->src->head,
+	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->resp_head,
 	                buf_head(ex->src->in), ex->src->conn.fd);
 	end_playlist(c, false);
-	c->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->src->head,
+	c->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->resp_head,
 	                                      buf_head(ex->src->in));
 	ex->tap_body = c->playlist != NULL;
 }

@@ -129,6 +129,8 @@ exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn *dow
 	ex->to_memory = to_memory;
 	clock_timer_init(&ex->timer, env->clock, timer_fired);
 	ex->reader.event = source_event;
+	http_parser_init(&ex->resp_parser, HTTP_RESPONSE, env->cfg->max_header_bytes,
+	                 env->cfg->max_header_bytes);
 	exchange_reset(ex);
 }
 
@@ -459,6 +461,8 @@ ready(struct dispatch_waiter *w, struct source *src)
 
 	ex->src = src;
 	src->reader = &ex->reader;
+	/* Each source's answer is parsed from its start: a retry's, or a pipelined one's. */
+	http_parser_start(&ex->resp_parser, &ex->resp_head);
 	ex->held = src->held;
 	ex->resp_received = 0;
 	/* Dispatch wrote the request behind another's: only its answer is left. */
@@ -650,9 +654,8 @@ static int
 write_head_out(struct exchange *ex, const struct response_plan *plan)
 {
 	struct buf *out = *ex->down_out;
-	struct source *src = ex->src;
-	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &src->head,
-	                                     buf_head(src->in), plan);
+	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &ex->resp_head,
+	                                     buf_head(ex->src->in), plan);
 
 	if (n < 0)
 		return -1;
@@ -679,31 +682,31 @@ request_facts(const struct exchange *ex)
 
 /* Takes the parsed head out of the buffer; an interim one makes room for the next. */
 static void
-consume_head(struct source *src, bool another_follows)
+consume_head(struct exchange *ex, bool another_follows)
 {
-	buf_consume(src->in, src->head.head_len);
+	buf_consume(ex->src->in, ex->resp_head.head_len);
 	if (another_follows)
-		http_parser_start(&src->parser, &src->head);
+		http_parser_start(&ex->resp_parser, &ex->resp_head);
 }
 
 static int
 response_head(struct exchange *ex)
 {
 	struct source *src = ex->src;
-	const struct http_head *h = &src->head;
+	const struct http_head *h = &ex->resp_head;
 	struct buf **out = ex->down_out;
 	struct plan_request facts;
 	struct plan plan;
 
-	switch (http_parse_head(&src->parser, buf_head(src->in), buf_len(src->in))) {
+	switch (http_parse_head(&ex->resp_parser, buf_head(src->in), buf_len(src->in))) {
 	case HTTP_PARSE_MORE:
 		return 0;
 	case HTTP_PARSE_ERROR:
 		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
 		log_info("upstream %s: bad response head: %s", ex->target.key,
-		         http_parser_error_text(&src->parser));
+		         http_parser_error_text(&ex->resp_parser));
 		ex->ops->reply(ex, 502,
-		               src->parser.error == HTTP_HEAD_TOO_LARGE
+		               ex->resp_parser.error == HTTP_HEAD_TOO_LARGE
 		                       ? "response head too large"
 		                       : "malformed response from the origin",
 		               false);
@@ -728,7 +731,7 @@ response_head(struct exchange *ex)
 			return -1;
 		}
 		ex->status = 101;
-		consume_head(src, false);
+		consume_head(ex, false);
 		begin_tunnel(ex);
 		return -1;   /* no longer an exchange */
 	case PLAN_INTERIM:
@@ -736,10 +739,10 @@ response_head(struct exchange *ex)
 			ex->ops->reply(ex, 502, "interim response head too large", false);
 			return -1;
 		}
-		consume_head(src, true);
+		consume_head(ex, true);
 		return 1;
 	case PLAN_INTERIM_DROPPED:
-		consume_head(src, true);
+		consume_head(ex, true);
 		return 1;
 	case PLAN_FINAL:
 		break;
@@ -759,7 +762,7 @@ response_head(struct exchange *ex)
 	/* Spliced bytes never pass through this process: the owner could not see them. */
 	if (ex->tap_body)
 		ex->copy_body = true;
-	consume_head(src, false);
+	consume_head(ex, false);
 	framer_init(&ex->resp_body, plan.body, h->content_length);
 	ex->resp = RESP_BODY;
 	rearm(ex);

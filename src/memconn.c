@@ -1,6 +1,7 @@
 #include "kp/memconn.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,7 +360,7 @@ static const struct source_ops memsource_ops = {
 };
 
 void
-memsource_open(struct memsource *m, struct memstore *s, size_t max_head)
+memsource_open(struct memsource *m, struct memstore *s)
 {
 	void (*done)(struct memsource *) = m->done;
 	void *owner = m->owner;
@@ -375,17 +376,15 @@ memsource_open(struct memsource *m, struct memstore *s, size_t max_head)
 		s->readers->prev = m;
 	s->readers = m;
 	conn_init(&m->src.conn, s->writer.loop, -1, &reader_ops, reader_io);
-	http_parser_init(&m->src.parser, HTTP_RESPONSE, max_head, max_head);
-	http_parser_start(&m->src.parser, &m->src.head);
 	m->src.keep_alive_hint = -1;
 	m->src.ops = &memsource_ops;
 }
 
 void
-memsource_open_slice(struct memsource *m, struct memstore *s, size_t max_head,
+memsource_open_slice(struct memsource *m, struct memstore *s,
                      int (*prepare_fn)(struct memsource *m))
 {
-	memsource_open(m, s, max_head);
+	memsource_open(m, s);
 	m->prepare = prepare_fn;
 	m->prepared = false;
 	m->src.held = true;

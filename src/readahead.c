@@ -921,8 +921,7 @@ readahead_serve(struct readahead *ra, const struct readahead_ask *ask, const str
 	r->asked = asked;
 	r->m.owner = r;
 	r->m.done = reader_done;
-	memsource_open_slice(&r->m, &e->store, cfg_of(ra)->max_header_bytes,
-	                     e->whole ? prepare_whole : prepare_slice);
+	memsource_open_slice(&r->m, &e->store, e->whole ? prepare_whole : prepare_slice);
 	e->readers++;
 	r->joined = e->state == ENTRY_FETCHING;
 	/* A client waits for it now: no longer behind other clients' requests. */

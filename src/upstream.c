@@ -82,7 +82,6 @@ upstream_begin(struct upstream *up)
 	 */
 	conn_clear_facts(&up->src.conn);
 	conn_watch(&up->src.conn, false, false);
-	http_parser_start(&up->src.parser, &up->src.head);
 }
 
 void
@@ -92,7 +91,6 @@ upstream_continue(struct upstream *up)
 	up->src.reused = true;
 	up->src.keep_alive_hint = -1;
 	conn_watch(&up->src.conn, false, false);
-	http_parser_start(&up->src.parser, &up->src.head);
 }
 
 bool
@@ -473,8 +471,6 @@ upstream_init(struct upstream *up, const struct upstream_context *ctx, const cha
 		up->attempts[i].fd = -1;
 	ev_init(&up->connect_timer, connect_timer_cb);
 	up->dns.done = resolved;
-	http_parser_init(&up->src.parser, HTTP_RESPONSE, ctx->cfg->max_header_bytes,
-	                 ctx->cfg->max_header_bytes);
 	up->state = UPSTREAM_RESOLVING;
 }
 

@@ -57,7 +57,7 @@ struct exchange_ops {
 	void (*wait)(struct exchange *ex);
 	/*
 	 * A final response head is forwarded and its body follows: the owner
-	 * may look at it (src->head, its spans into src->in) and at req_head,
+	 * may look at it (resp_head, its spans into src->in) and at req_head,
 	 * but must not act on this exchange. NULL: not wanted.
 	 */
 	void (*heard)(struct exchange *ex);
@@ -81,6 +81,13 @@ struct exchange {
 	const char *fixed_key;        /* the owner's dispatch key for every request, or NULL */
 	struct clock_timer timer;     /* the deadline of the current wait */
 	struct source_reader reader;  /* how the source tells of readiness */
+	/*
+	 * Response heads, parsed here rather than in the source: a source
+	 * waiting idle in the pool then holds no parser. Started afresh for
+	 * each source the exchange is given.
+	 */
+	struct http_parser resp_parser;
+	struct http_head resp_head;
 	/* One request's worth, from here on: a reset clears it all. */
 	struct dispatch_waiter waiter;   /* how dispatch answers */
 	struct source *src;           /* where the response comes from, once there is one */

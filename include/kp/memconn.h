@@ -77,18 +77,17 @@ struct memsource {
 };
 
 /*
- * Opens m on s at offset 0; responses heads of at most max_head bytes.
- * What was sent to it (the request an exchange writes first) is discarded:
- * the response was asked for when the store was filled. done and owner,
- * set before, are kept.
+ * Opens m on s at offset 0. What was sent to it (the request an exchange
+ * writes first) is discarded: the response was asked for when the store
+ * was filled. done and owner, set before, are kept.
  */
-void memsource_open(struct memsource *m, struct memstore *s, size_t max_head);
+void memsource_open(struct memsource *m, struct memstore *s);
 /*
  * The same as a slice: nothing is read until prepare says the store holds
  * enough and has set the prefix and the window. The source is marked held
  * (source.h): failing before its first byte sends the request elsewhere.
  */
-void memsource_open_slice(struct memsource *m, struct memstore *s, size_t max_head,
+void memsource_open_slice(struct memsource *m, struct memstore *s,
                           int (*prepare)(struct memsource *m));
 /* Closes the reader (also what its source ops do). */
 void memsource_close(struct memsource *m);

@@ -13,7 +13,6 @@
 
 #include "kp/buf.h"
 #include "kp/conn.h"
-#include "kp/http.h"
 
 struct source;
 
@@ -36,8 +35,6 @@ struct source_ops {
 struct source {
 	struct conn conn;             /* the end: request bytes go in, response bytes come out */
 	struct buf *in;               /* response bytes read and not yet forwarded; NULL when empty */
-	struct http_parser parser;    /* response heads */
-	struct http_head head;
 	bool reused;                  /* it carried an exchange before: a failure may mean it was stale */
 	bool held;                    /* a response held in memory: if it fails before its first
 	                               * byte, the request goes to the origin as if nothing was held */

@@ -72,7 +72,7 @@ struct connect_attempt {
 #define UPSTREAM_MAX_ATTEMPTS 4
 
 struct upstream {
-	struct source src;           /* what an exchange reads: the end, its buffer, the response parser */
+	struct source src;           /* what an exchange reads: the end, its buffer, its facts */
 	enum upstream_state state;
 	const struct upstream_context *ctx;
 	struct connect_attempt attempts[UPSTREAM_MAX_ATTEMPTS];
@@ -101,12 +101,12 @@ void upstream_init(struct upstream *up, const struct upstream_context *ctx, cons
 /* Resolves and connects. The outcome may reach the owner before this returns. */
 void upstream_connect(struct upstream *up);
 
-/* A new exchange begins on it: fresh facts and parser, no watcher yet. */
+/* A new exchange begins on it: fresh facts, no watcher yet. */
 void upstream_begin(struct upstream *up);
 /*
  * The next exchange begins on it, its request pipelined behind the one just
- * over: a fresh parser, but the bytes already read and what the socket
- * said (EOF, reset) stay, since they are that exchange's answer.
+ * over: the bytes already read and what the socket said (EOF, reset) stay,
+ * since they are that exchange's answer.
  */
 void upstream_continue(struct upstream *up);
 /*

@@ -894,7 +894,7 @@ reader_start(struct fixture *fx, struct reader *r, const char *request, struct m
 	                 0);
 	exchange_open(&r->ex, &r->head);
 	if (from) {
-		memsource_open(&r->m, from, fx->cfg.max_header_bytes);
+		memsource_open(&r->m, from);
 		r->m_open = true;
 	}
 	assert_int_equal(exchange_forward(&r->ex, &r->head, from ? &r->m.src : NULL, &why), 0);

@@ -18,8 +18,6 @@
 #include "kp/evglue.h"
 #include "kp/memconn.h"
 
-#define MAX_HEAD 32768
-
 /* An exchange's stand-in: counts what its reader end tells it. */
 struct test_reader {
 	struct source_reader r;
@@ -124,7 +122,7 @@ open_reader(struct fixture *f, struct test_reader *t)
 	memset(t, 0, sizeof(*t));
 	t->r.event = reader_event;
 	t->m.done = reader_done;
-	memsource_open(&t->m, &f->store, MAX_HEAD);
+	memsource_open(&t->m, &f->store);
 	t->m.src.reader = &t->r;
 }
 
@@ -631,7 +629,7 @@ open_slice(struct fixture *f, struct test_reader *t)
 	memset(t, 0, sizeof(*t));
 	t->r.event = reader_event;
 	t->m.done = reader_done;
-	memsource_open_slice(&t->m, &f->store, MAX_HEAD, prepare_five);
+	memsource_open_slice(&t->m, &f->store, prepare_five);
 	t->m.src.reader = &t->r;
 	prepare_calls = 0;
 }
