@@ -51,6 +51,7 @@ struct dispatch_conn {
 	struct pool_entry idle;          /* pool membership and idle expiry */
 	struct dispatch_conn *prev, *next;   /* d->live */
 	struct dispatch_conn *dead_next;     /* d->dead */
+	char key[];                      /* up.key: as long as it is, not as long as one may be */
 };
 
 const char *const dispatch_source_names[4] = {
@@ -172,11 +173,16 @@ static struct dispatch_conn *
 conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, bool tls,
          bool restricted)
 {
-	struct dispatch_conn *dc = calloc(1, sizeof(*dc));
+	size_t len = strlen(key) + 1;
+	struct dispatch_conn *dc = calloc(1, sizeof(*dc) + len);
 
 	if (!dc)
 		return NULL;
-	upstream_init(&dc->up, &d->up_ctx, host, port, key, tls, restricted);
+	memcpy(dc->key, key, len);
+	if (upstream_init(&dc->up, &d->up_ctx, host, port, dc->key, tls, restricted) < 0) {
+		free(dc);
+		return NULL;
+	}
 	dc->up.src.ops = &conn_source_ops;
 	dc->d = d;
 	dc->next = d->live;

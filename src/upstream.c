@@ -1,6 +1,7 @@
 #include "kp/upstream.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kp/evglue.h"
@@ -15,6 +16,36 @@
  * route costs a quarter of a second, not a connect timeout.
  */
 #define ATTEMPT_DELAY 0.25
+
+/*
+ * A TCP handshake with one address. Several run at once when the earlier
+ * ones are slow: RFC 8305 starts the next address every 250 ms.
+ */
+struct connect_attempt {
+	int fd;                      /* -1: slot free */
+	ev_io wio;                   /* writable: the handshake ended, either way */
+	ev_tstamp deadline;          /* --connect-timeout after it started */
+	unsigned addr;               /* index into addrs */
+	struct upstream *up;
+};
+
+/* Attempts in flight at once; more addresses wait for a slot. */
+#define UPSTREAM_MAX_ATTEMPTS 4
+
+/* Everything a connection needs until it is ready, and nothing after. */
+struct upstream_setup {
+	struct upstream *up;         /* whose it is */
+	struct connect_attempt attempts[UPSTREAM_MAX_ATTEMPTS];
+	unsigned attempts_open;      /* in flight */
+	ev_timer timer;              /* the next stagger, the earliest deadline, or the handshake's */
+	ev_tstamp next_attempt_at;   /* when the next address may start */
+	struct dns_waiter dns;
+	struct dns_addrs addrs;      /* in Happy Eyeballs order: families alternate, IPv6 first */
+	unsigned next_addr;          /* index of the address to try next */
+	int last_error;              /* errno of the last failed attempt, for the 502 text */
+	unsigned refused;            /* addresses the destination rules refused */
+	char host_name[];            /* the origin's name: looked up, then sent and checked in TLS */
+};
 
 static void start_attempts(struct upstream *up);
 
@@ -42,15 +73,27 @@ close_attempt(struct upstream *up, struct connect_attempt *a)
 		return;
 	ev_io_stop(up->ctx->loop, &a->wio);
 	net_close(&a->fd);
-	up->attempts_open--;
+	up->setup->attempts_open--;
 }
 
 static void
 close_attempts(struct upstream *up)
 {
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
-		close_attempt(up, &up->attempts[i]);
-	ev_timer_stop(up->ctx->loop, &up->connect_timer);
+		close_attempt(up, &up->setup->attempts[i]);
+	ev_timer_stop(up->ctx->loop, &up->setup->timer);
+}
+
+/* Connected, or closed: what only connecting needed goes. */
+static void
+end_setup(struct upstream *up)
+{
+	if (!up->setup)
+		return;
+	dns_cancel(&up->setup->dns);
+	close_attempts(up);
+	free(up->setup);
+	up->setup = NULL;
 }
 
 void
@@ -58,8 +101,7 @@ upstream_close(struct upstream *up)
 {
 	if (up->state == UPSTREAM_CLOSED)
 		return;
-	dns_cancel(&up->dns);
-	close_attempts(up);
+	end_setup(up);
 	conn_close(&up->src.conn);
 	buf_put(up->src.in);
 	up->src.in = NULL;
@@ -147,12 +189,13 @@ upstream_order_addrs(struct dns_addrs *a)
 static void
 fail(struct upstream *up)
 {
-	int err = up->last_error;
+	int err = up->setup->last_error;
+	bool all_refused = up->setup->refused == up->setup->addrs.count;
 
 	kp_stats.upstream_connect_failures++;
-	if (up->refused != up->addrs.count)
+	if (!all_refused)
 		kp_stats.errors[KP_ERR_CONNECT]++;
-	if (up->refused == up->addrs.count)
+	if (all_refused)
 		up->ctx->ops->failed(up, 403,
 		                     "the destination is not reachable from your network "
 		                     "through this proxy (see --allow-dest)");
@@ -184,7 +227,7 @@ handshake_step(struct upstream *up)
 {
 	switch (tls_handshake(up->src.conn.tls)) {
 	case TLS_STEP_DONE:
-		ev_timer_stop(up->ctx->loop, &up->connect_timer);
+		end_setup(up);
 		set_state(up, UPSTREAM_BUSY);
 		conn_watch(&up->src.conn, false, false);
 		up->ctx->ops->ready(up);
@@ -206,8 +249,8 @@ static void
 start_tls(struct upstream *up)
 {
 	const char *why = NULL;
-	struct tls_session *s = tls_connect(up->ctx->tls, up->src.conn.fd, up->host_name, up->key,
-	                                    &why);
+	struct tls_session *s = tls_connect(up->ctx->tls, up->src.conn.fd, up->setup->host_name,
+	                                    up->key, &why);
 
 	if (!s) {
 		tls_failed(up, why);
@@ -215,9 +258,9 @@ start_tls(struct upstream *up)
 	}
 	tls_attach(&up->src.conn, s);
 	set_state(up, UPSTREAM_HANDSHAKING);
-	ev_timer_stop(up->ctx->loop, &up->connect_timer);
-	ev_timer_set(&up->connect_timer, up->ctx->cfg->connect_timeout, 0.);
-	ev_timer_start(up->ctx->loop, &up->connect_timer);
+	ev_timer_stop(up->ctx->loop, &up->setup->timer);
+	ev_timer_set(&up->setup->timer, up->ctx->cfg->connect_timeout, 0.);
+	ev_timer_start(up->ctx->loop, &up->setup->timer);
 	handshake_step(up);
 }
 
@@ -233,15 +276,16 @@ won(struct upstream *up, struct connect_attempt *a)
 
 	ev_io_stop(up->ctx->loop, &a->wio);
 	a->fd = -1;
-	up->attempts_open--;
+	up->setup->attempts_open--;
 	close_attempts(up);
 	conn_set_fd(&up->src.conn, fd);
 	log_debug("upstream %s fd %d: connected to %s", up->key, fd,
-	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
+	          net_addr_text(&up->setup->addrs.addr[a->addr].sa, addr, sizeof(addr)));
 	if (up->tls) {
 		start_tls(up);
 		return;
 	}
+	end_setup(up);
 	set_state(up, UPSTREAM_BUSY);
 	up->ctx->ops->ready(up);
 }
@@ -250,23 +294,24 @@ won(struct upstream *up, struct connect_attempt *a)
 static void
 arm_connect_timer(struct upstream *up)
 {
+	struct upstream_setup *st = up->setup;
 	ev_tstamp at = 0;
 
-	if (up->next_addr < up->addrs.count && up->attempts_open > 0 &&
-	    up->attempts_open < UPSTREAM_MAX_ATTEMPTS)
-		at = up->next_attempt_at;
+	if (st->next_addr < st->addrs.count && st->attempts_open > 0 &&
+	    st->attempts_open < UPSTREAM_MAX_ATTEMPTS)
+		at = st->next_attempt_at;
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
-		const struct connect_attempt *a = &up->attempts[i];
+		const struct connect_attempt *a = &st->attempts[i];
 
 		if (a->fd >= 0 && (at == 0 || a->deadline < at))
 			at = a->deadline;
 	}
-	ev_timer_stop(up->ctx->loop, &up->connect_timer);
+	ev_timer_stop(up->ctx->loop, &st->timer);
 	if (at == 0)
 		return;
 	at -= ev_now(up->ctx->loop);
-	ev_timer_set(&up->connect_timer, at > 0 ? at : 0., 0.);
-	ev_timer_start(up->ctx->loop, &up->connect_timer);
+	ev_timer_set(&st->timer, at > 0 ? at : 0., 0.);
+	ev_timer_start(up->ctx->loop, &st->timer);
 }
 
 /* An attempt ended without a connection; the next address starts at once. */
@@ -275,11 +320,12 @@ attempt_failed(struct upstream *up, struct connect_attempt *a, int err)
 {
 	char addr[64];
 
-	up->last_error = err;
+	up->setup->last_error = err;
 	log_debug("upstream %s: connect %s: %s", up->key,
-	          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)), strerror(err));
+	          net_addr_text(&up->setup->addrs.addr[a->addr].sa, addr, sizeof(addr)),
+	          strerror(err));
 	close_attempt(up, a);
-	up->next_attempt_at = ev_now(up->ctx->loop);
+	up->setup->next_attempt_at = ev_now(up->ctx->loop);
 	start_attempts(up);
 }
 
@@ -300,8 +346,8 @@ static struct connect_attempt *
 free_attempt_slot(struct upstream *up)
 {
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
-		if (up->attempts[i].fd < 0)
-			return &up->attempts[i];
+		if (up->setup->attempts[i].fd < 0)
+			return &up->setup->attempts[i];
 	return NULL;
 }
 
@@ -309,9 +355,11 @@ free_attempt_slot(struct upstream *up)
 static bool
 start_one(struct upstream *up, struct connect_attempt *a)
 {
-	while (up->next_addr < up->addrs.count) {
-		unsigned i = up->next_addr++;
-		union dns_addr *sa = &up->addrs.addr[i];
+	struct upstream_setup *st = up->setup;
+
+	while (st->next_addr < st->addrs.count) {
+		unsigned i = st->next_addr++;
+		union dns_addr *sa = &st->addrs.addr[i];
 		socklen_t len = sa->sa.sa_family == AF_INET6 ? sizeof(sa->in6) : sizeof(sa->in);
 		char addr[64];
 
@@ -325,8 +373,8 @@ start_one(struct upstream *up, struct connect_attempt *a)
 
 			log_limited(&refusals, KP_LOG_INFO, "upstream %s: %s refused by the "
 			            "destination rules", up->key, net_addr_text(&sa->sa, addr, sizeof(addr)));
-			up->refused++;
-			up->last_error = EACCES;
+			st->refused++;
+			st->last_error = EACCES;
 			continue;
 		}
 		a->fd = net_connect_start(&sa->sa, len, up->ctx->cfg);
@@ -335,7 +383,7 @@ start_one(struct upstream *up, struct connect_attempt *a)
 		    up->ctx->ops->need_descriptor(up))
 			a->fd = net_connect_start(&sa->sa, len, up->ctx->cfg);
 		if (a->fd < 0) {
-			up->last_error = errno;
+			st->last_error = errno;
 			log_debug("upstream %s: connect %s: %s", up->key,
 			          net_addr_text(&sa->sa, addr, sizeof(addr)), strerror(errno));
 			continue;
@@ -346,8 +394,8 @@ start_one(struct upstream *up, struct connect_attempt *a)
 		a->deadline = ev_now(up->ctx->loop) + up->ctx->cfg->connect_timeout;
 		ev_io_init(&a->wio, attempt_cb, a->fd, EV_WRITE);
 		ev_io_start(up->ctx->loop, &a->wio);
-		up->attempts_open++;
-		up->next_attempt_at = ev_now(up->ctx->loop) + ATTEMPT_DELAY;
+		st->attempts_open++;
+		st->next_attempt_at = ev_now(up->ctx->loop) + ATTEMPT_DELAY;
 		return true;
 	}
 	return false;
@@ -362,13 +410,14 @@ start_one(struct upstream *up, struct connect_attempt *a)
 static void
 start_attempts(struct upstream *up)
 {
+	struct upstream_setup *st = up->setup;
 	struct connect_attempt *a;
 
-	if (up->next_addr < up->addrs.count &&
-	    (up->attempts_open == 0 || ev_now(up->ctx->loop) >= up->next_attempt_at - 0.001) &&
+	if (st->next_addr < st->addrs.count &&
+	    (st->attempts_open == 0 || ev_now(up->ctx->loop) >= st->next_attempt_at - 0.001) &&
 	    (a = free_attempt_slot(up)) != NULL)
 		start_one(up, a);
-	if (up->attempts_open == 0) {
+	if (st->attempts_open == 0) {
 		fail(up);
 		return;
 	}
@@ -379,7 +428,7 @@ start_attempts(struct upstream *up)
 static void
 connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct upstream *up = container_of(w, struct upstream, connect_timer);
+	struct upstream *up = container_of(w, struct upstream_setup, timer)->up;
 	ev_tstamp now = ev_now(loop);
 
 	(void)revents;
@@ -390,14 +439,15 @@ connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++) {
-		struct connect_attempt *a = &up->attempts[i];
+		struct connect_attempt *a = &up->setup->attempts[i];
 
 		if (a->fd >= 0 && a->deadline <= now + 0.001) {
 			char addr[64];
 
 			log_debug("upstream %s: connect %s timed out", up->key,
-			          net_addr_text(&up->addrs.addr[a->addr].sa, addr, sizeof(addr)));
-			up->last_error = ETIMEDOUT;
+			          net_addr_text(&up->setup->addrs.addr[a->addr].sa, addr,
+			                        sizeof(addr)));
+			up->setup->last_error = ETIMEDOUT;
 			close_attempt(up, a);
 		}
 	}
@@ -407,20 +457,20 @@ connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void
 resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 {
-	struct upstream *up = container_of(w, struct upstream, dns);
+	struct upstream *up = container_of(w, struct upstream_setup, dns)->up;
 	char why[300];
 
 	if (error) {
-		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->host_name,
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->setup->host_name,
 		         dns_error_text(error));
 		kp_stats.upstream_connect_failures++;
 		kp_stats.errors[KP_ERR_UNRESOLVED]++;
 		up->ctx->ops->failed(up, 502, why);
 		return;
 	}
-	up->addrs = *addrs;
-	upstream_order_addrs(&up->addrs);
-	up->next_addr = 0;
+	up->setup->addrs = *addrs;
+	upstream_order_addrs(&up->setup->addrs);
+	up->setup->next_addr = 0;
 	start_attempts(up);
 }
 
@@ -454,39 +504,48 @@ io_event(struct conn *c, int revents)
 	}
 }
 
-void
+int
 upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
               uint16_t port, const char *key, bool tls, bool restricted)
 {
+	size_t len = strlen(host) + 1;
+	struct upstream_setup *st = calloc(1, sizeof(*st) + len);
+
 	memset(up, 0, sizeof(*up));
+	if (!st)
+		return -1;
 	up->ctx = ctx;
 	up->port = port;
 	up->tls = tls;
 	up->restricted = restricted;
+	up->key = key;
 	up->src.keep_alive_hint = -1;
-	snprintf(up->host_name, sizeof(up->host_name), "%s", host);
-	snprintf(up->key, sizeof(up->key), "%s", key);
 	conn_init(&up->src.conn, ctx->loop, -1, &conn_tcp_ops, io_event);
+	st->up = up;
+	memcpy(st->host_name, host, len);
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
-		up->attempts[i].fd = -1;
-	ev_init(&up->connect_timer, connect_timer_cb);
-	up->dns.done = resolved;
+		st->attempts[i].fd = -1;
+	ev_init(&st->timer, connect_timer_cb);
+	st->dns.done = resolved;
+	up->setup = st;
 	up->state = UPSTREAM_RESOLVING;
+	return 0;
 }
 
 void
 upstream_connect(struct upstream *up)
 {
+	struct upstream_setup *st = up->setup;
 	int error = 0;
 
-	switch (dns_lookup(up->host_name, &up->addrs, &error, &up->dns)) {
+	switch (dns_lookup(st->host_name, &st->addrs, &error, &st->dns)) {
 	case DNS_DONE:
-		upstream_order_addrs(&up->addrs);
-		up->next_addr = 0;
+		upstream_order_addrs(&st->addrs);
+		st->next_addr = 0;
 		start_attempts(up);
 		break;
 	case DNS_FAILED:
-		resolved(&up->dns, NULL, error);
+		resolved(&st->dns, NULL, error);
 		break;
 	case DNS_PENDING:
 		break;

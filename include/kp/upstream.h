@@ -56,48 +56,36 @@ struct upstream_context {
 	const struct upstream_ops *ops;
 };
 
-/*
- * A TCP handshake with one address. Several run at once when the earlier
- * ones are slow: RFC 8305 starts the next address every 250 ms.
- */
-struct connect_attempt {
-	int fd;                      /* -1: slot free */
-	ev_io wio;                   /* writable: the handshake ended, either way */
-	ev_tstamp deadline;          /* --connect-timeout after it started */
-	unsigned addr;               /* index into addrs */
-	struct upstream *up;
-};
-
-/* Attempts in flight at once; more addresses wait for a slot. */
-#define UPSTREAM_MAX_ATTEMPTS 4
+struct upstream_setup;
 
 struct upstream {
 	struct source src;           /* what an exchange reads: the end, its buffer, its facts */
 	enum upstream_state state;
 	const struct upstream_context *ctx;
-	struct connect_attempt attempts[UPSTREAM_MAX_ATTEMPTS];
-	unsigned attempts_open;      /* in flight */
-	ev_timer connect_timer;      /* next stagger, the earliest attempt deadline, or the handshake's */
-	ev_tstamp next_attempt_at;   /* when the next address may start */
-	struct dns_waiter dns;
-	struct dns_addrs addrs;      /* in Happy Eyeballs order: families alternate, IPv6 first */
-	unsigned next_addr;          /* index of the address to try next */
-	int last_error;              /* errno of the last failed attempt, for the 502 text */
-	unsigned refused;            /* addresses the destination rules refused */
+	/*
+	 * What only getting connected needs (the name, its addresses, the
+	 * attempts, the handshake's deadline): freed once the connection is
+	 * ready or closed, so an idle one does not keep it. NULL then.
+	 */
+	struct upstream_setup *setup;
 	bool restricted;             /* for clients beyond this machine: destination rules apply */
 	bool tls;                    /* https: a verified TLS handshake follows the connect */
-	unsigned exchanges;          /* completed on this connection */
 	uint16_t port;
-	char host_name[256];
-	char key[288];               /* the pool key it was opened for, also the TLS session's */
+	unsigned exchanges;          /* completed on this connection */
+	/*
+	 * The pool key it was opened for, also the TLS session's: the owner's
+	 * string, which must outlive the connection.
+	 */
+	const char *key;
 };
 
 /*
  * Sets up a connection to host:port, not started yet. tls: it is ready only
- * once a verified TLS handshake with host is done.
+ * once a verified TLS handshake with host is done. key is kept, not copied.
+ * -1 when memory is exhausted (nothing to close then).
  */
-void upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
-                   uint16_t port, const char *key, bool tls, bool restricted);
+int upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
+                  uint16_t port, const char *key, bool tls, bool restricted);
 /* Resolves and connects. The outcome may reach the owner before this returns. */
 void upstream_connect(struct upstream *up);
 

@@ -28,22 +28,23 @@ static struct {
 	unsigned closed;
 } fakes;
 
-void
+int
 upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
               uint16_t port, const char *key, bool tls, bool restricted)
 {
+	(void)host;
 	memset(up, 0, sizeof(*up));
 	up->ctx = ctx;
 	up->port = port;
 	up->tls = tls;
 	up->restricted = restricted;
 	up->src.keep_alive_hint = -1;
-	snprintf(up->host_name, sizeof(up->host_name), "%s", host);
-	snprintf(up->key, sizeof(up->key), "%s", key);
+	up->key = key;
 	up->src.conn.fd = -1;
 	up->state = UPSTREAM_RESOLVING;
 	assert_true(fakes.n < MAX_FAKES);
 	fakes.made[fakes.n++] = up;
+	return 0;
 }
 
 void
