@@ -28,10 +28,32 @@
  */
 #define LINGER_SECONDS 2.0
 
+/*
+ * Spare request states kept for the next requests: enough that a steady
+ * load allocates none, few enough that a burst does not pin its memory
+ * until the next trim.
+ */
+#define CLIENT_SPARES_MAX 256
+
 /* An intercepted CONNECT's: where every request inside goes. */
 struct intercepted {
 	struct http_target origin;   /* the CONNECT's host and port */
 	char key[288];               /* the dispatch key of every request inside, made once */
+};
+
+/*
+ * What only a request in flight needs, most of a client's memory: kept
+ * apart so that a keep-alive connection waiting for its next request
+ * holds none of it.
+ */
+struct client_request {
+	struct client *client;        /* whose request it is */
+	struct client_request *next;  /* the spare list's link */
+	struct http_parser parser;
+	struct http_head head;
+	struct exchange ex;
+	struct auth_waiter auth;      /* told whether the request's credentials passed a hash */
+	struct ra_playlist *playlist; /* an HLS playlist read as it is sent (read-ahead) */
 };
 
 static void process_input(struct client *c);
@@ -156,11 +178,11 @@ sync_watchers(struct client *c)
 		conn_watch(&c->conn, !c->conn.eof && has_room(c->in), false);
 		break;
 	case CLIENT_FORWARDING:
-		exchange_watch(&c->ex, &rd, &wr);
+		exchange_watch(&c->req->ex, &rd, &wr);
 		conn_watch(&c->conn, !c->conn.eof && rd, wr);
 		break;
 	case CLIENT_TUNNEL:
-		exchange_watch(&c->ex, &rd, &wr);
+		exchange_watch(&c->req->ex, &rd, &wr);
 		conn_watch(&c->conn, rd, wr);
 		break;
 	case CLIENT_SENDING_LOCAL:
@@ -189,9 +211,113 @@ sync_watchers(struct client *c)
 static void
 end_playlist(struct client *c, bool complete)
 {
-	if (c->playlist)
-		readahead_playlist_close(c->playlist, complete);
-	c->playlist = NULL;
+	if (c->req->playlist)
+		readahead_playlist_close(c->req->playlist, complete);
+	c->req->playlist = NULL;
+}
+
+/* ---- request states ------------------------------------------------------- */
+
+static const struct exchange_ops client_exchange_ops;
+static void authenticated(struct auth_waiter *w, bool granted);
+
+/* A request's first byte came: the state to read it into, a spare one if there is one. */
+static struct client_request *
+take_request(struct client *c)
+{
+	struct client_list *list = c->list;
+	const struct kp_config *cfg = c->env->cfg;
+	struct client_request *r = list->spare;
+
+	if (r) {
+		/* Reset when it was put back: only whose it is changes. */
+		list->spare = r->next;
+		if (--list->nspare < list->spare_low)
+			list->spare_low = list->nspare;
+		exchange_rebind(&r->ex, &c->conn, &c->in, &c->out);
+	} else {
+		if (!(r = malloc(sizeof(*r))))
+			return NULL;
+		http_parser_init(&r->parser, HTTP_REQUEST, cfg->max_header_bytes,
+		                 cfg->max_url_bytes);
+		http_parser_start(&r->parser, &r->head);
+		exchange_init(&r->ex, c->env, &c->conn, &c->in, &c->out, &client_exchange_ops,
+		              false);
+		memset(&r->auth, 0, sizeof(r->auth));
+		r->auth.loop = c->env->loop;
+		r->auth.done = authenticated;
+		r->playlist = NULL;
+	}
+	r->client = c;
+	r->next = NULL;
+	r->ex.restricted = c->restricted;
+	r->ex.https = c->intercepted != NULL;
+	r->ex.fixed_key = c->intercepted ? c->intercepted->key : NULL;
+	c->req = r;
+	return r;
+}
+
+/* r is reset (its exchange and parser ready for a request, nothing held). */
+static void
+put_spare(struct client_list *list, struct client_request *r)
+{
+	if (list->nspare >= CLIENT_SPARES_MAX) {
+		free(r);
+		return;
+	}
+	r->next = list->spare;
+	list->spare = r;
+	list->nspare++;
+}
+
+/*
+ * The request is answered and nothing of another is here: its state goes
+ * back for whichever client reads a request next. The exchange was reset
+ * already, so it holds nothing.
+ */
+static void
+give_back_request(struct client *c)
+{
+	if (!c->req)
+		return;
+	end_playlist(c, false);
+	put_spare(c->list, c->req);
+	c->req = NULL;
+}
+
+unsigned
+client_trim(struct client_list *list)
+{
+	unsigned idle = list->spare_low < list->nspare ? list->spare_low : list->nspare;
+	unsigned freed = 0;
+
+	for (; freed < idle; freed++) {
+		struct client_request *r = list->spare;
+
+		list->spare = r->next;
+		free(r);
+	}
+	list->nspare -= freed;
+	list->spare_low = list->nspare;
+	return freed;
+}
+
+void
+client_list_init(struct client_list *list)
+{
+	memset(list, 0, sizeof(*list));
+}
+
+void
+client_list_free(struct client_list *list)
+{
+	while (list->spare) {
+		struct client_request *r = list->spare;
+
+		list->spare = r->next;
+		free(r);
+	}
+	list->nspare = list->spare_low = 0;
 }
 
 void
@@ -201,9 +327,12 @@ client_close(struct client *c)
 
 	if (c->state == CLIENT_CLOSED)
 		return;
-	end_playlist(c, false);
-	auth_cancel(&c->auth);
-	exchange_release(&c->ex);
+	/* What it holds goes now; its memory with the client's, once callers are done with it. */
+	if (c->req) {
+		end_playlist(c, false);
+		auth_cancel(&c->req->auth);
+		exchange_release(&c->req->ex);
+	}
 	ev_timer_stop(c->env->loop, &c->timer);
 	conn_close(&c->conn);
 	buf_put(c->in);
@@ -236,6 +365,12 @@ client_reap(struct client_list *list)
 		struct client *c = list->dead;
 
 		list->dead = c->dead_next;
+		/* Closed mid-request, maybe: reset for whoever takes it next. */
+		if (c->req) {
+			exchange_reset(&c->req->ex);
+			http_parser_start(&c->req->parser, &c->req->head);
+			put_spare(list, c->req);
+		}
 		free(c);
 		n++;
 	}
@@ -246,7 +381,7 @@ client_reap(struct client_list *list)
 static void
 log_request(struct client *c, int status, uint64_t bytes, const char *upstream)
 {
-	struct exchange *ex = &c->ex;
+	struct exchange *ex = &c->req->ex;
 	struct access_entry e;
 
 	if (!c->env->cfg->access_log || ex->logged || ex->started == 0)
@@ -278,22 +413,26 @@ upstream_word(const struct exchange *ex)
 static void
 abort_client(struct client *c, const char *why)
 {
+	/* A read may fail between requests, when there is no request to log. */
+	struct exchange *ex = c->req ? &c->req->ex : NULL;
+	const char *key = ex ? ex->target.key : "";
 	char peer[64];
 
-	log_request(c, c->ex.tunneling || c->ex.resp != RESP_HEAD ? c->ex.status : 0,
-	            c->ex.tunneling ? c->ex.tunnel.to_client.bytes : c->ex.resp_sent,
-	            upstream_word(&c->ex));
+	if (ex)
+		log_request(c, ex->tunneling || ex->resp != RESP_HEAD ? ex->status : 0,
+		            ex->tunneling ? ex->tunnel.to_client.bytes : ex->resp_sent,
+		            upstream_word(ex));
 	if (why)
 		log_debug("client %s: %s%s%s: closing",
-		          net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->ex.target.key,
-		          c->ex.target.key[0] ? ": " : "", why);
+		          net_addr_text(&c->peer.sa, peer, sizeof(peer)), key, key[0] ? ": " : "",
+		          why);
 	client_close(c);
 }
 
 static void
 linger_close(struct client *c)
 {
-	exchange_release(&c->ex);
+	exchange_release(&c->req->ex);
 	buf_put(c->out);
 	c->out = NULL;
 	if (c->conn.eof || conn_shutdown_write(&c->conn) < 0) {
@@ -332,8 +471,8 @@ next_request(struct client *c)
 		linger_close(c);
 		return;
 	}
-	exchange_reset(&c->ex);
-	http_parser_start(&c->parser, &c->head);
+	exchange_reset(&c->req->ex);
+	http_parser_start(&c->req->parser, &c->req->head);
 	set_state(c, CLIENT_READING_HEAD);
 	process_input(c);
 }
@@ -403,7 +542,7 @@ flush_local(struct client *c)
 {
 	if (!send_out(c))
 		return;
-	if (!c->ex.client_keep_alive) {
+	if (!c->req->ex.client_keep_alive) {
 		linger_close(c);
 		return;
 	}
@@ -419,7 +558,7 @@ static bool
 client_may_stay(const struct client *c, bool framed)
 {
 	struct plan_request asked = {
-		.keep_alive = c->ex.client_keep_alive && !c->conn.eof,
+		.keep_alive = c->req->ex.client_keep_alive && !c->conn.eof,
 		.draining = c->env->draining,
 	};
 
@@ -431,7 +570,7 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 {
 	/* A client sending garbage in a loop must not flood the log. */
 	static struct log_limit refusals = LOG_LIMIT(0.1);
-	struct exchange *ex = &c->ex;
+	struct exchange *ex = &c->req->ex;
 	char peer[64];
 	ssize_t n;
 
@@ -480,22 +619,28 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 
 /* ---- what the exchange tells the client ----------------------------------- */
 
+static struct client *
+client_of(struct exchange *ex)
+{
+	return container_of(ex, struct client_request, ex)->client;
+}
+
 static void
 ex_reply(struct exchange *ex, int status, const char *why, bool keep_alive)
 {
-	reply_local(container_of(ex, struct client, ex), status, why, keep_alive);
+	reply_local(client_of(ex), status, why, keep_alive);
 }
 
 static void
 ex_abort(struct exchange *ex, const char *why)
 {
-	abort_client(container_of(ex, struct client, ex), why);
+	abort_client(client_of(ex), why);
 }
 
 static void
 ex_finished(struct exchange *ex)
 {
-	struct client *c = container_of(ex, struct client, ex);
+	struct client *c = client_of(ex);
 
 	end_playlist(c, true);
 	log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
@@ -508,13 +653,13 @@ ex_finished(struct exchange *ex)
 static void
 ex_tunnel_opened(struct exchange *ex)
 {
-	set_state(container_of(ex, struct client, ex), CLIENT_TUNNEL);
+	set_state(client_of(ex), CLIENT_TUNNEL);
 }
 
 static void
 ex_wait(struct exchange *ex)
 {
-	sync_watchers(container_of(ex, struct client, ex));
+	sync_watchers(client_of(ex));
 }
 
 /* What read-ahead knows a client's request by. */
@@ -523,10 +668,10 @@ ask_of(struct client *c)
 {
 	struct readahead_ask ask = {
 		.client = &c->peer.sa,
-		.key = exchange_key(&c->ex),
-		.target = &c->ex.target,
-		.https = c->ex.https,
-		.restricted = c->ex.restricted,
+		.key = exchange_key(&c->req->ex),
+		.target = &c->req->ex.target,
+		.https = c->req->ex.https,
+		.restricted = c->req->ex.restricted,
 	};
 
 	return ask;
@@ -536,7 +681,7 @@ ask_of(struct client *c)
 static void
 ex_heard(struct exchange *ex)
 {
-	struct client *c = container_of(ex, struct client, ex);
+	struct client *c = client_of(ex);
 	struct readahead_ask ask;
 
 	if (!c->env->readahead || ex->method != HTTP_GET)
@@ -545,19 +690,19 @@ ex_heard(struct exchange *ex)
 	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->resp_head,
 	                buf_head(ex->src->in), ex->src->conn.fd);
 	end_playlist(c, false);
-	c->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->resp_head,
-	                                      buf_head(ex->src->in));
-	ex->tap_body = c->playlist != NULL;
+	c->req->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->resp_head,
+	                                           buf_head(ex->src->in));
+	ex->tap_body = c->req->playlist != NULL;
 }
 
 /* A playlist's bytes on their way to the client: read-ahead reads them too. */
 static void
 ex_body(struct exchange *ex, const char *p, size_t len)
 {
-	struct client *c = container_of(ex, struct client, ex);
+	struct client *c = client_of(ex);
 
-	if (c->playlist)
-		readahead_playlist_data(c->playlist, p, len);
+	if (c->req->playlist)
+		readahead_playlist_data(c->req->playlist, p, len);
 }
 
 
@@ -577,7 +722,7 @@ static const struct exchange_ops client_exchange_ops = {
 static void
 refuse(struct client *c, int status, const char *why, bool keep_alive)
 {
-	buf_consume(c->in, c->head.head_len);
+	buf_consume(c->in, c->req->head.head_len);
 	reply_local(c, status, why, keep_alive);
 }
 
@@ -589,7 +734,7 @@ refuse(struct client *c, int status, const char *why, bool keep_alive)
 static void
 answer_as_final_recipient(struct client *c)
 {
-	struct exchange *ex = &c->ex;
+	struct exchange *ex = &c->req->ex;
 	bool keep_alive = client_may_stay(c, framer_done(&ex->req_body));
 	ssize_t n;
 
@@ -598,13 +743,13 @@ answer_as_final_recipient(struct client *c)
 		return;
 	}
 	buf_compact(c->out);
-	n = http_write_final_answer(buf_tail(c->out), buf_room(c->out), &c->head, buf_head(c->in),
-	                            keep_alive, ex->client_minor);
+	n = http_write_final_answer(buf_tail(c->out), buf_room(c->out), &c->req->head,
+	                            buf_head(c->in), keep_alive, ex->client_minor);
 	if (n < 0) {
 		refuse(c, 431, "request head too large to reflect", false);
 		return;
 	}
-	buf_consume(c->in, c->head.head_len);
+	buf_consume(c->in, c->req->head.head_len);
 	c->out->end += (size_t)n;
 	ex->client_keep_alive = keep_alive;
 	ex->status = 200;
@@ -628,7 +773,7 @@ static bool
 should_intercept(struct client *c)
 {
 	const struct kp_config *cfg = c->env->cfg;
-	struct exchange *ex = &c->ex;
+	struct exchange *ex = &c->req->ex;
 
 	if (!c->env->tls || !intercept_patterns_match(cfg->intercept, cfg->nintercept,
 	                                              ex->target.host))
@@ -638,7 +783,7 @@ should_intercept(struct client *c)
 		kp_stats.intercept_skipped++;
 		return false;
 	}
-	if (buf_len(c->in) > c->head.head_len) {
+	if (buf_len(c->in) > c->req->head.head_len) {
 		log_debug("client fd %d: %s: bytes came with the CONNECT; tunnelled", c->conn.fd,
 		          ex->target.key);
 		return false;
@@ -675,8 +820,8 @@ accept_step(struct client *c)
 			client_close(c);
 			return;
 		}
-		exchange_reset(&c->ex);
-		http_parser_start(&c->parser, &c->head);
+		exchange_reset(&c->req->ex);
+		http_parser_start(&c->req->parser, &c->req->head);
 		set_state(c, CLIENT_READING_HEAD);
 		process_input(c);
 		return;
@@ -717,10 +862,10 @@ static void
 intercept(struct client *c)
 {
 	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	struct exchange *ex = &c->ex;
+	struct exchange *ex = &c->req->ex;
 	const char *why = NULL;
 
-	buf_consume(c->in, c->head.head_len);
+	buf_consume(c->in, c->req->head.head_len);
 	if (!(c->handshake = tls_accept(c->env->tls, c->conn.fd, ex->target.host, &why))) {
 		reply_local(c, 502, why, false);
 		return;
@@ -748,8 +893,8 @@ intercept(struct client *c)
 static bool
 admit_inner_target(struct client *c)
 {
-	struct exchange *ex = &c->ex;
-	const struct http_head *h = &c->head;
+	struct exchange *ex = &c->req->ex;
+	const struct http_head *h = &c->req->head;
 	const char *base = buf_head(c->in);
 
 	if (ex->connect) {
@@ -811,13 +956,13 @@ static void
 judge(struct client *c, struct policy_verdict *verdict, const struct auth *auth)
 {
 	struct policy_request pr = {
-		.head = &c->head,
+		.head = &c->req->head,
 		.base = buf_head(c->in),
-		.target = &c->ex.target,
+		.target = &c->req->ex.target,
 		.client = &c->peer.sa,
 		.auth = auth,
 		.now = ev_now(c->env->loop),
-		.waiter = &c->auth,
+		.waiter = &c->req->auth,
 	};
 
 	*verdict = policy_check(c->env->cfg, &pr);
@@ -827,8 +972,8 @@ judge(struct client *c, struct policy_verdict *verdict, const struct auth *auth)
 static void
 admit_judged(struct client *c, const struct policy_verdict *verdict)
 {
-	struct exchange *ex = &c->ex;
-	const struct http_head *h = &c->head;
+	struct exchange *ex = &c->req->ex;
+	const struct http_head *h = &c->req->head;
 	struct source *held = NULL;
 	const char *why = NULL;
 	int status;
@@ -864,8 +1009,8 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 static void
 admit_request(struct client *c)
 {
-	struct exchange *ex = &c->ex;
-	const struct http_head *h = &c->head;
+	struct exchange *ex = &c->req->ex;
+	const struct http_head *h = &c->req->head;
 	const char *base = buf_head(c->in);
 	struct policy_verdict verdict;
 	int status = 0;
@@ -923,11 +1068,11 @@ admit_request(struct client *c)
 static void
 authenticated(struct auth_waiter *w, bool granted)
 {
-	struct client *c = container_of(w, struct client, auth);
+	struct client *c = container_of(w, struct client_request, auth)->client;
 	struct policy_verdict verdict;
 
 	if (!granted) {
-		refuse(c, 407, "wrong proxy credentials", !c->ex.connect);
+		refuse(c, 407, "wrong proxy credentials", !c->req->ex.connect);
 		return;
 	}
 	judge(c, &verdict, NULL);
@@ -965,13 +1110,18 @@ process_input(struct client *c)
 				client_close(c);
 				break;
 			}
-			/* An idle client holds no buffer. */
+			/* An idle client holds no buffer and no request state. */
 			buf_put(c->in);
 			c->in = NULL;
+			give_back_request(c);
 			sync_watchers(c);
 			break;
 		}
-		switch (http_parse_head(&c->parser, buf_head(c->in), buf_len(c->in))) {
+		if (!c->req && !take_request(c)) {
+			abort_client(c, "out of memory");
+			break;
+		}
+		switch (http_parse_head(&c->req->parser, buf_head(c->in), buf_len(c->in))) {
 		case HTTP_PARSE_MORE:
 			if (c->conn.eof) {
 				client_close(c);
@@ -982,8 +1132,8 @@ process_input(struct client *c)
 			c->processing_input = false;
 			return;
 		case HTTP_PARSE_ERROR:
-			reply_local(c, head_error_status(&c->parser),
-			            http_parser_error_text(&c->parser), false);
+			reply_local(c, head_error_status(&c->req->parser),
+			            http_parser_error_text(&c->req->parser), false);
 			break;
 		case HTTP_PARSE_DONE:
 			c->head_started = 0;
@@ -1020,7 +1170,7 @@ client_readable(struct client *c)
 		return;
 	}
 	if (c->state == CLIENT_TUNNEL) {
-		exchange_run(&c->ex);
+		exchange_run(&c->req->ex);
 		return;
 	}
 	if (c->state == CLIENT_INTERCEPTING) {
@@ -1038,7 +1188,7 @@ client_readable(struct client *c)
 		process_input(c);
 		break;
 	case CLIENT_FORWARDING:
-		exchange_run(&c->ex);
+		exchange_run(&c->req->ex);
 		break;
 	case CLIENT_AUTHENTICATING:
 	case CLIENT_SENDING_LOCAL:
@@ -1054,7 +1204,7 @@ static void
 client_writable(struct client *c)
 {
 	if (c->state == CLIENT_FORWARDING || c->state == CLIENT_TUNNEL)
-		exchange_run(&c->ex);
+		exchange_run(&c->req->ex);
 	else if (c->state == CLIENT_SENDING_LOCAL)
 		flush_local(c);
 	else if (c->state == CLIENT_INTERCEPTING && c->out)
@@ -1091,13 +1241,13 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	switch (c->state) {
 	case CLIENT_READING_HEAD:
 		c->head_started = 0;
-		if (c->in && buf_len(c->in))
+		if (c->req && c->in && buf_len(c->in))
 			reply_local(c, 408, "request head not received in time", false);
 		else
 			client_close(c);
 		break;
 	case CLIENT_AUTHENTICATING:
-		auth_cancel(&c->auth);
+		auth_cancel(&c->req->auth);
 		refuse(c, 503, "proxy credentials not checked in time", false);
 		break;
 	case CLIENT_FORWARDING:
@@ -1127,14 +1277,8 @@ client_new(const struct proxy_env *env, struct client_list *list, int fd,
 	c->peer = *peer;
 	conn_init(&c->conn, env->loop, fd, &conn_tcp_ops, client_io);
 	ev_init(&c->timer, timer_cb);
-	http_parser_init(&c->parser, HTTP_REQUEST, env->cfg->max_header_bytes,
-	                 env->cfg->max_url_bytes);
-	http_parser_start(&c->parser, &c->head);
-	exchange_init(&c->ex, env, &c->conn, &c->in, &c->out, &client_exchange_ops, false);
-	c->auth.loop = env->loop;
-	c->auth.done = authenticated;
 	/* Once per client: its requests never share connections with local ones. */
-	c->ex.restricted = !cidr_is_loopback(&c->peer.sa);
+	c->restricted = !cidr_is_loopback(&c->peer.sa);
 	c->next = list->live;
 	if (list->live)
 		list->live->prev = c;

@@ -171,6 +171,14 @@ exchange_reset(struct exchange *ex)
 }
 
 void
+exchange_rebind(struct exchange *ex, struct conn *down, struct buf **in, struct buf **out)
+{
+	ex->down = down;
+	ex->down_in = in;
+	ex->down_out = out;
+}
+
+void
 exchange_open(struct exchange *ex, const struct http_head *h)
 {
 	ex->started = clock_now(ex->env->clock);

@@ -173,16 +173,19 @@ reload_signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	load_auth(srv);
 }
 
-/* Spare buffers untouched this long are freed: a burst's memory goes back. */
+/* Spare buffers and request states untouched this long are freed: a burst's memory goes back. */
 #define TRIM_SECONDS 5.0
 
 static void
 trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct server *srv = container_of(w, struct server, trim_timer);
+	unsigned freed = buf_trim();
+
 	(void)loop;
-	(void)w;
 	(void)revents;
-	if (buf_trim() > 0) {
+	freed += client_trim(&srv->clients);
+	if (freed > 0) {
 #ifdef __GLIBC__
 		/* glibc keeps freed heap pages mapped; hand them back to the kernel. */
 		malloc_trim(0);
@@ -422,6 +425,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->env.cfg = cfg;
 	srv->env.dispatch = &srv->dispatch;
 	srv->env.fds = &srv->fds;
+	client_list_init(&srv->clients);
 	srv->max_clients = fit_clients_to_fd_limit(srv, cfg->max_clients);
 	/* Room for the largest head plus the fields the proxy adds to it. */
 	buf_init(cfg->max_header_bytes + 1024);
@@ -533,6 +537,7 @@ server_shutdown(struct server *srv)
 	if (srv->pidfile_written)
 		unlink(srv->cfg->pidfile);
 	ev_prepare_stop(srv->loop, &srv->reaper);
+	client_list_free(&srv->clients);
 	buf_drain_free_list();
 	stats_log_summary();
 }

@@ -20,6 +20,7 @@
 #include "kp/http.h"
 
 struct client;
+struct client_request;
 struct intercepted;
 struct tls_session;
 
@@ -27,11 +28,15 @@ struct tls_session;
  * The clients of a listener, owned by whoever accepts them: the live ones
  * (for shutdown and draining) and those closed during this loop iteration,
  * freed by client_reap() once every callback of the iteration has returned.
+ * Also the request states no client holds now, kept for the next request.
  */
 struct client_list {
 	struct client *live;
 	struct client *dead;
 	unsigned count;               /* live */
+	struct client_request *spare; /* request states to take before allocating one */
+	unsigned nspare;
+	unsigned spare_low;           /* fewest spares since the last client_trim() */
 };
 
 enum client_state {
@@ -44,8 +49,6 @@ enum client_state {
 	CLIENT_LINGERING,        /* last response sent, writes shut; draining to EOF */
 	CLIENT_CLOSED,           /* fd closed; freed at the end of the loop iteration */
 };
-
-struct ra_playlist;
 
 struct client {
 	enum client_state state;
@@ -61,10 +64,14 @@ struct client {
 	struct buf *in;               /* bytes from the client; NULL when idle */
 	struct buf *out;              /* a response head or local response to send */
 	bool processing_input;        /* process_input() is on the stack */
-	struct http_parser parser;
-	struct http_head head;
-	struct exchange ex;
-	struct auth_waiter auth;      /* told whether the request's credentials passed a hash */
+	bool restricted;              /* beyond this machine: its requests never share
+	                               * connections with local ones */
+	/*
+	 * The request in flight: its parsed head, its exchange, its password
+	 * check. Taken when a request's first byte arrives, given back once it
+	 * is answered and nothing further waits in in; NULL while idle.
+	 */
+	struct client_request *req;
 	union dns_addr peer;
 	/*
 	 * Intercepted (--intercept): the CONNECT's host and port, where every
@@ -72,8 +79,12 @@ struct client {
 	 */
 	struct intercepted *intercepted;
 	struct tls_session *handshake;   /* made for the client, in use once the 200 is sent */
-	struct ra_playlist *playlist;    /* an HLS playlist read as it is sent (read-ahead) */
 };
+
+/* An empty list. */
+void client_list_init(struct client_list *list);
+/* Frees what the list keeps for later clients; every client must be reaped first. */
+void client_list_free(struct client_list *list);
 
 /* Takes over an accepted socket. Returns NULL (and closes fd) on failure. */
 struct client *client_new(const struct proxy_env *env, struct client_list *list, int fd,
@@ -84,5 +95,12 @@ void client_close(struct client *c);
 void client_stop_if_idle(struct client *c);
 /* Frees the clients closed since the last call; how many. */
 unsigned client_reap(struct client_list *list);
+
+/*
+ * Frees the spare request states nobody took since the previous call (the
+ * spares' low-water mark), so memory a burst needed goes back while a
+ * steady load keeps its working set. Call every few seconds. How many.
+ */
+unsigned client_trim(struct client_list *list);
 
 #endif

@@ -139,6 +139,12 @@ void exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn
                    bool to_memory);
 /* Ready for the next request: gives back everything but the borrowed parts. */
 void exchange_reset(struct exchange *ex);
+/*
+ * A reset exchange borrows another downstream end of the same kind (its
+ * owner recycles exchanges): as good as exchange_init() with the same env,
+ * ops and kind, and cheaper. The owner's fields are the owner's to set.
+ */
+void exchange_rebind(struct exchange *ex, struct conn *down, struct buf **in, struct buf **out);
 /* Lets go of the source (closed: it is mid-exchange) and whatever is held. */
 void exchange_release(struct exchange *ex);
 
