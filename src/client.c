@@ -306,6 +306,7 @@ void
 client_list_init(struct client_list *list)
 {
 	memset(list, 0, sizeof(*list));
+	slab_init(&list->slab, sizeof(struct client));
 }
 
 void
@@ -318,6 +319,7 @@ client_list_free(struct client_list *list)
 		free(r);
 	}
 	list->nspare = list->spare_low = 0;
+	slab_drain(&list->slab);
 }
 
 void
@@ -371,7 +373,7 @@ client_reap(struct client_list *list)
 			http_parser_start(&c->req->parser, &c->req->head);
 			put_spare(list, c->req);
 		}
-		free(c);
+		slab_put(&list->slab, c);
 		n++;
 	}
 	return n;
@@ -1266,7 +1268,7 @@ struct client *
 client_new(const struct proxy_env *env, struct client_list *list, int fd,
            const union dns_addr *peer)
 {
-	struct client *c = calloc(1, sizeof(*c));
+	struct client *c = slab_get(&list->slab);
 
 	if (!c) {
 		close(fd);

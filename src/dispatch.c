@@ -9,6 +9,9 @@
 #include "kp/pool.h"
 #include "kp/stats.h"
 
+/* Keys up to this long (with the NUL) are kept in the connection itself. */
+#define CONN_KEY_INLINE 64
+
 /*
  * Everything dispatch knows about one host:port. It lives while the host
  * has a connection (connecting, busy or idle) or a waiting request, and is
@@ -51,7 +54,12 @@ struct dispatch_conn {
 	struct pool_entry idle;          /* pool membership and idle expiry */
 	struct dispatch_conn *prev, *next;   /* d->live */
 	struct dispatch_conn *dead_next;     /* d->dead */
-	char key[];                      /* up.key: as long as it is, not as long as one may be */
+	/*
+	 * up.key. Connections are all one size, to pack them in a slab (slab.h),
+	 * so a key longer than most is allocated apart.
+	 */
+	char *long_key;                  /* NULL: the key is in key */
+	char key[CONN_KEY_INLINE];
 };
 
 const char *const dispatch_source_names[4] = {
@@ -174,13 +182,22 @@ conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, b
          bool restricted)
 {
 	size_t len = strlen(key) + 1;
-	struct dispatch_conn *dc = calloc(1, sizeof(*dc) + len);
+	struct dispatch_conn *dc = slab_get(&d->conns);
 
 	if (!dc)
 		return NULL;
-	memcpy(dc->key, key, len);
-	if (upstream_init(&dc->up, &d->up_ctx, host, port, dc->key, tls, restricted) < 0) {
-		free(dc);
+	if (len <= sizeof(dc->key)) {
+		memcpy(dc->key, key, len);
+	} else if ((dc->long_key = malloc(len)) != NULL) {
+		memcpy(dc->long_key, key, len);
+	} else {
+		slab_put(&d->conns, dc);
+		return NULL;
+	}
+	if (upstream_init(&dc->up, &d->up_ctx, host, port, dc->long_key ? dc->long_key : dc->key,
+	                  tls, restricted) < 0) {
+		free(dc->long_key);
+		slab_put(&d->conns, dc);
 		return NULL;
 	}
 	dc->up.src.ops = &conn_source_ops;
@@ -405,7 +422,8 @@ reap(struct dispatch *d)
 		struct dispatch_conn *dc = d->dead;
 
 		d->dead = dc->dead_next;
-		free(dc);
+		free(dc->long_key);
+		slab_put(&d->conns, dc);
 	}
 }
 
@@ -939,6 +957,7 @@ dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
 	d->fds = fds;
 	d->max_per_host = cfg->max_conns_per_host;
 	d->race = !cfg->no_connect_race;
+	slab_init(&d->conns, sizeof(struct dispatch_conn));
 	if (table_init(&d->hosts) < 0)
 		return -1;
 	if (!(d->pool = pool_new(clock, cfg->max_idle_per_host, cfg->max_idle_total, pool_dropped)))
@@ -980,4 +999,5 @@ dispatch_shutdown(struct dispatch *d)
 	table_each(&d->hosts, free_host, d);
 	table_free(&d->hosts);
 	reap(d);
+	slab_drain(&d->conns);
 }

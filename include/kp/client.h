@@ -18,6 +18,7 @@
 #include "kp/env.h"
 #include "kp/exchange.h"
 #include "kp/http.h"
+#include "kp/slab.h"
 
 struct client;
 struct client_request;
@@ -34,6 +35,7 @@ struct client_list {
 	struct client *live;
 	struct client *dead;
 	unsigned count;               /* live */
+	struct slab slab;             /* where the clients live: idle ones packed together */
 	struct client_request *spare; /* request states to take before allocating one */
 	unsigned nspare;
 	unsigned spare_low;           /* fewest spares since the last client_trim() */

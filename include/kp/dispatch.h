@@ -54,6 +54,7 @@
 #include "kp/budget.h"
 #include "kp/clock.h"
 #include "kp/config.h"
+#include "kp/slab.h"
 #include "kp/source.h"
 #include "kp/table.h"
 #include "kp/upstream.h"
@@ -112,6 +113,7 @@ struct dispatch {
 	bool race;                           /* false: a request waits only for its own connect */
 	struct dispatch_conn *live;          /* every open connection, for shutdown */
 	struct dispatch_conn *dead;          /* closed this iteration, freed by the checker */
+	struct slab conns;                   /* where connections live, packed together */
 	unsigned open;                       /* connections open: connecting, busy or idle */
 	unsigned idle;                       /* ... of those, idle in the pool */
 };
