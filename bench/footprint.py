@@ -22,6 +22,20 @@
    requests go out on every connection before any answer is read, so
    keepalive-proxy opens, and then pools, one upstream TLS connection per
    client: per conn is then a client and a pooled upstream TLS connection.
+5. --pooled: what an idle pooled plain upstream connection costs
+   keepalive-proxy. A fresh one, with pool caps raised to --connections,
+   gets every client's request (a proxied GET) before any answer is read,
+   so that most requests wait for a connection of their own and it opens
+   nearly one per request, pooled once answered; then the clients close.
+   Once two trims have passed (the spare buffers and request states a
+   burst leaves are freed then), per pooled = (RSS with only the pool -
+   idle) / the pooled count its /stats page reports.
+
+With --after-request and --pooled, one run shows an idle client connection
+and an idle pooled upstream connection side by side with nginx's idle
+connection, and says whether each is within the 1 KiB target:
+
+    python3 bench/footprint.py --connections 5000 --after-request --pooled
 
 Run as root: python3 bench/footprint.py [--connections 10000]
 """
@@ -31,6 +45,7 @@ import json
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -46,8 +61,10 @@ HOLDER = r'''
 import json, resource, select, socket, ssl, sys
 host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 request = bytes.fromhex(sys.argv[4]) if len(sys.argv) > 4 else b""
-# {"authority": CONNECT target or "", "cafile": ..., "sni": ..., "all_at_once": bool}
-tls = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+# {"tls": {"authority": CONNECT target or "", "cafile": ..., "sni": ...} or None,
+#  "all_at_once": bool}
+options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+tls = options.get("tls")
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -84,7 +101,7 @@ def secure(s):
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx.wrap_socket(s, server_hostname=tls["sni"])
 
-all_at_once = bool(tls and tls.get("all_at_once"))
+all_at_once = bool(options.get("all_at_once"))
 socks, error, status = [], "", ""
 for i in range(count):
     s = socket.socket(family, socket.SOCK_STREAM)
@@ -151,9 +168,17 @@ def parse_args():
     ap.add_argument("--all-at-once", action="store_true",
                     help="with --tls --after-request: send every request before reading any "
                          "answer, so keepalive-proxy pools one upstream connection per client")
+    ap.add_argument("--pooled", action="store_true",
+                    help="also measure keepalive-proxy holding only idle pooled plain upstream "
+                         "connections, about one opened per client request (not with --tls)")
+    ap.add_argument("--trim-wait", type=float, default=12.0,
+                    help="with --pooled: seconds between the clients' close and the reading "
+                         "(default 12: two of keepalive-proxy's 5 s trims)")
     ap.add_argument("--out", default=os.path.join(kb.BENCH_DIR, "results", "footprint.jsonl"))
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
+    if args.pooled and args.tls:
+        ap.error("--pooled measures plain upstream connections: leave out --tls")
     args.external = kb.external_proxies(args)
     return args
 
@@ -247,10 +272,9 @@ def wait_accepted(pids_of, base_fds, want, timeout):
 class Holder:
     """The helper process holding the client connections."""
 
-    def __init__(self, host, port, count, request=b"", tls=None):
-        argv = [sys.executable, "-c", HOLDER, host, str(port), str(count), request.hex()]
-        if tls:
-            argv.append(json.dumps(tls))
+    def __init__(self, host, port, count, request=b"", tls=None, all_at_once=False):
+        argv = [sys.executable, "-c", HOLDER, host, str(port), str(count), request.hex(),
+                json.dumps({"tls": tls, "all_at_once": all_at_once})]
         self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       text=True, start_new_session=True)
         self.pid = self.popen.pid
@@ -299,7 +323,8 @@ def measure_program(args, label, pids_of, host, port, request, tls=None):
         row["idle"] = memory(pids)
     base_fds = settle_fds(pids) if pids else 0
 
-    holder = Holder(host, port, args.connections, request, tls)
+    holder = Holder(host, port, args.connections, request, tls,
+                    all_at_once=bool(tls) and args.all_at_once)
     try:
         opened, status, error = holder.opened(args.accept_timeout + 60)
         row.update(opened=opened, answer=status or None)
@@ -326,6 +351,61 @@ def measure_program(args, label, pids_of, host, port, request, tls=None):
         settle_fds(pids_of(), seconds=1.0)
         time.sleep(max(0.0, args.settle - 1.0))
         row["after_close"] = memory(pids_of())
+    return row
+
+
+def read_stats(host, port):
+    """keepalive-proxy's /stats page, as a dict; {} when it cannot be read."""
+    try:
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.sendall(b"GET /stats HTTP/1.0\r\nHost: stats\r\n\r\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return {}
+
+
+def measure_pooled(args, workdir, nginx):
+    """keepalive-proxy, fresh; every client's request sent before any answer
+    is read, so it pools about one upstream connection per request; the
+    clients closed; memory once only the pool is left, per pooled one."""
+    stats_port = kb.free_port()
+    extra = ["--max-clients", str(args.connections + 5000), "--client-timeout", "3600",
+             "-m", str(args.connections), "-M", str(args.connections), "-t", "3600",
+             "--stats-listen", f"127.0.0.1:{stats_port}"] + args.kp_args.split()
+    print("-- keepalive-proxy, pooled upstreams", file=sys.stderr, flush=True)
+    proxy = kb.start_proxy("keepalive-proxy", workdir, build_dir=args.build_dir, extra_args=extra)
+    row = {"label": "keepalive-proxy", "args": extra}
+    try:
+        time.sleep(1.0)
+        row["idle"] = memory(proxy.pids())
+        holder = Holder(proxy.host, proxy.port, args.connections, origin_request(nginx, True),
+                        all_at_once=True)
+        try:
+            opened, status, error = holder.opened(args.accept_timeout + 60)
+            row.update(opened=opened, answer=status or None, note=error or None)
+            time.sleep(args.settle)
+            row["loaded"] = memory(proxy.pids())
+        finally:
+            holder.close()
+        settle_fds(proxy.pids(), seconds=1.0)
+        time.sleep(args.trim_wait)
+        stats = read_stats("127.0.0.1", stats_port)
+        row["after_close"] = memory(proxy.pids())
+        row.update(pooled=stats.get("idle_upstream_connections"),
+                   clients_left=stats.get("clients"),
+                   upstream_connects=stats.get("upstream_connects_total"))
+        if not stats:
+            row["note"] = "; ".join(filter(None, [row["note"], "no /stats answer"]))
+        elif row["pooled"]:
+            for key in ("rss", "private", "pss"):
+                if row["after_close"].get(key) is not None and row["idle"].get(key) is not None:
+                    row[f"{key}_per_pooled_kib"] = ((row["after_close"][key] - row["idle"][key])
+                                                    / row["pooled"])
+    finally:
+        proxy.stop()
     return row
 
 
@@ -360,6 +440,20 @@ MEMORY_COLUMNS = [
     ("note", "note", None),
 ]
 
+POOLED_COLUMNS = [
+    ("program", "label", None),
+    ("idle RSS KiB", "idle_rss", None),
+    ("clients", "opened", None),
+    ("RSS with clients and pool", "loaded_rss", None),
+    ("upstream connects", "upstream_connects", None),
+    ("pooled", "pooled", None),
+    ("RSS with pool only", "after_close_rss", None),
+    ("private with pool", "after_close_private", None),
+    ("RSS KiB/pooled", "rss_per_pooled_kib", "{:.2f}"),
+    ("private KiB/pooled", "private_per_pooled_kib", "{:.2f}"),
+    ("note", "note", None),
+]
+
 BINARY_COLUMNS = [
     ("program", "program", None),
     ("binary", "path", None),
@@ -372,17 +466,26 @@ BINARY_COLUMNS = [
 ]
 
 
-def check_targets(binaries, rows):
+def check_targets(binaries, rows, pooled, after_request):
     kp_bin = binaries[0]
     kp = next((r for r in rows if r["label"].startswith("keepalive-proxy")), None)
+    ref = next((r for r in rows if r["label"].startswith("nginx")), None)
     lines = [("stripped binary <= 150 KiB", kp_bin["stripped_kib"], 150, "KiB")]
     if kp and kp.get("idle"):
         lines.append(("idle daemon <= 1.5 MiB RSS", kp["idle"]["rss"] / KIB, 1.5, "MiB"))
     if kp and kp.get("rss_per_conn_kib") is not None:
-        lines.append(("<= 4 KiB RSS per idle connection", kp["rss_per_conn_kib"], 4, "KiB"))
+        state = "idle between requests" if after_request else "open, nothing sent yet"
+        lines.append((f"<= 1 KiB RSS per idle client connection ({state})",
+                      kp["rss_per_conn_kib"], 1, "KiB"))
+    if pooled and pooled.get("rss_per_pooled_kib") is not None:
+        lines.append(("<= 1 KiB RSS per idle pooled plain upstream connection",
+                      pooled["rss_per_pooled_kib"], 1, "KiB"))
     print("\nkeepalive-proxy targets:")
     for what, value, limit, unit in lines:
         print(f"  {what}: {value:.2f} {unit} -> {'met' if value <= limit else 'MISSED'}")
+    if ref and ref.get("rss_per_conn_kib") is not None:
+        print(f"  (nginx, for reference: {ref['rss_per_conn_kib']:.2f} KiB RSS per idle "
+              f"connection)")
 
 
 def main():
@@ -424,7 +527,7 @@ def main():
             if not pki:
                 return None
             return {"authority": f"127.0.0.1:{nginx.port}" if through_proxy else "",
-                    "cafile": pki.bundle, "sni": "127.0.0.1", "all_at_once": args.all_at_once}
+                    "cafile": pki.bundle, "sni": "127.0.0.1"}
 
         kp_extra = ["--max-clients", str(args.connections + 5000), "--client-timeout", "3600"]
         if pki:
@@ -478,8 +581,14 @@ def main():
             finally:
                 reference.stop()
 
+        pooled = None
+        if args.pooled and "keepalive-proxy" in kb.chosen_proxies(args):
+            pooled = measure_pooled(args, workdir, nginx)
+
         for row in rows:
             results.write(dict(common, kind="memory", **row))
+        if pooled:
+            results.write(dict(common, kind="pooled", **pooled))
 
         kb.print_table("binaries (installed ones are already stripped; text/data/bss from "
                        "size(1), bytes)", BINARY_COLUMNS, binaries)
@@ -493,9 +602,16 @@ def main():
                        f"connections ({state}), then after they closed; private = "
                        f"Private_Clean + Private_Dirty; per conn = (with - idle) / held",
                        MEMORY_COLUMNS, [flatten(r) for r in rows])
+        if pooled:
+            title = (f"memory, KiB: keepalive-proxy, fresh and idle, then {args.connections} "
+                     f"clients' requests sent all at once (nearly one upstream connection "
+                     f"opened for each, pooled once answered), then the clients closed and "
+                     f"{args.trim_wait:g} s waited; per pooled = (with pool only - idle) / "
+                     f"pooled, as /stats counts them")
+            kb.print_table(title, POOLED_COLUMNS, [flatten(pooled)])
         if not args.tls:
             # The targets are the plain daemon's; a TLS run measures something else.
-            check_targets(binaries, rows)
+            check_targets(binaries, rows, pooled, args.after_request)
         if args.out:
             print(f"results appended to {args.out}")
     finally:
