@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,7 +117,12 @@ test_refused(void **state)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
 	assert_int_equal(probe_rtt(url, &cfg, 5, &rtt, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "127.0.0.1:"));
-	assert_non_null(strstr(why, "Connection refused"));
+	/*
+	 * qemu-user hands getsockopt(SO_ERROR)'s value through untranslated, so
+	 * on an emulated target the host's ECONNREFUSED (111 on x86-64) arrives.
+	 */
+	if (!strstr(why, strerror(ECONNREFUSED)) && !strstr(why, "error 111"))
+		fail_msg("the reason does not say the connect was refused: %s", why);
 	assert_true(rtt == -1);
 	assert_int_equal(probe_rtt("gopher://x/", &cfg, 5, &rtt, why, sizeof(why)), -1);
 }
