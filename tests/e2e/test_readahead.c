@@ -447,6 +447,20 @@ wait_metric(const char *name, double want, const char *file, int line)
 }
 #define metric_becomes(name, want) wait_metric((name), (want), __FILE__, __LINE__)
 
+/* Waits until the metric reads more than floor; fails after WAIT_MS. */
+static void
+wait_metric_above(const char *name, double floor, const char *file, int line)
+{
+	double deadline = now_s() + WAIT_MS / 1000.0, got;
+
+	while ((got = stats_metric(stats_port, name)) <= floor) {
+		if (now_s() > deadline)
+			fail_msg("%s:%d: %s stays %.0f, expected more", file, line, name, got);
+		sleep_ms(5);
+	}
+}
+#define metric_exceeds(name, floor) wait_metric_above((name), (floor), __FILE__, __LINE__)
+
 /*
  * Every upstream connection the proxy has open is idle in its pool: no
  * fetch ahead is still arriving or waiting, since one queued would have
@@ -1264,6 +1278,12 @@ a_seek_ends_a_fetch_far_from_done(void)
 	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
 	if (!origin_wait_requests(og, 2, WAIT_MS))
 		fail_msg("the proxy did not fetch the next range");
+	/*
+	 * Some of the piece must have reached the proxy, or nothing of it is
+	 * wasted: the origin's request arriving says nothing of its answer's.
+	 * The first piece was spliced; the piece fetched ahead is copied in.
+	 */
+	metric_exceeds("keepalive_proxy_bytes_copied_total", 0);
 	/* The seek is answered while the gated piece still holds back its body. */
 	piece(&c, og, "/object.bin", 4 * MIB, 5 * MIB - 1, NULL);
 	client_close(&c);
