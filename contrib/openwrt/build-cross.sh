@@ -38,20 +38,7 @@ prefix=$work/target
 command -v "$triple-gcc" >/dev/null ||
 	{ echo "$triple-gcc missing (apt-get install gcc-$triple libc6-dev-$arch-cross)" >&2; exit 1; }
 
-if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		sed 's/^Types: deb$/Types: deb-src/' "$f"
-		echo
-	done > "$work/src.sources"
-	mv "$work/src.sources" /etc/apt/sources.list.d/keepalive-proxy-src.sources
-	apt-get update -qq
-fi
-# As in build-musl.sh: apt-get checks the files against the archive's signed
-# index, so the maintainer's signature on the .dsc is not needed.
-(cd "$work" && apt-get source -qq --download-only libev cmocka >/dev/null 2>&1 &&
-	dpkg-source --no-check -x -q libev_*.dsc libev >/dev/null &&
-	dpkg-source --no-check -x -q cmocka_*.dsc cmocka >/dev/null)
+sh "$here/contrib/openwrt/debian-source.sh" "$work" libev cmocka
 
 # Everything found for the target comes from the cross libc or from what is
 # built here; only programs come from the host. The emulator lets ctest run

@@ -22,19 +22,7 @@ trap 'rm -rf "$work"' EXIT INT TERM
 command -v musl-gcc >/dev/null || { echo "musl-gcc missing (apt-get install musl-tools)" >&2; exit 1; }
 
 # libev's source, from the same archive the binaries come from.
-if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		sed 's/^Types: deb$/Types: deb-src/' "$f"
-		echo
-	done > "$work/src.sources"
-	mv "$work/src.sources" /etc/apt/sources.list.d/keepalive-proxy-src.sources
-	apt-get update -qq
-fi
-# apt-get checks the files against the archive's signed index; the .dsc's own
-# signature needs the maintainer's key, which a build machine has no need for.
-(cd "$work" && apt-get source -qq --download-only libev >/dev/null 2>&1 &&
-	dpkg-source --no-check -x -q libev_*.dsc libev >/dev/null)
+sh "$here/contrib/openwrt/debian-source.sh" "$work" libev
 
 # libev for musl, shared, as OpenWrt's libev package is.
 (cd "$work/libev" && CC=musl-gcc CFLAGS="-O2" ./configure -q --prefix="$work/musl" \
