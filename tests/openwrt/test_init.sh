@@ -70,7 +70,8 @@ run_once()
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		-p) args="$args -p $port"; shift ;;
-		--user) [ "$(id -u)" = 0 ] && args="$args --user $2"; shift ;;
+		# The package creates its user; here, as root, an existing one.
+		--user) [ "$(id -u)" = 0 ] && args="$args --user nobody"; shift ;;
 		--auth-file) printf 'u:p\n' > "$work/users"; chmod 600 "$work/users"
 			args="$args --auth-file $work/users"; shift ;;
 		--stats-listen) args="$args --stats-listen 127.0.0.1:$((port + 1))"; shift ;;
@@ -98,7 +99,7 @@ fi
 
 check "the shipped default: loopback only" \
 	"$(cat "$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config")" \
-	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --idle-timeout 50 --max-idle-per-host 8 --max-idle 256 --tcp-keepalive 15 --grace 4 --user nobody "
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --idle-timeout 50 --max-idle-per-host 8 --max-idle 256 --tcp-keepalive 15 --grace 4 --user keepalive-proxy "
 
 check "LAN with an allow list, a password file and the stats page" \
 "config keepalive-proxy 'main'
@@ -167,6 +168,42 @@ check "read-ahead off is no flag" \
 "config keepalive-proxy 'main'
 	option read_ahead '0'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 "
+
+# procd_add_validation's types refuse what the daemon would refuse: no
+# instance is sent, so procd starts nothing, and the reason goes to the log.
+check "a port out of range is refused by validation" \
+"config keepalive-proxy 'main'
+	option port '70000'" \
+	""
+
+check "an allow entry that is no CIDR is refused by validation" \
+"config keepalive-proxy 'main'
+	list allow '192.168.1.0/24'
+	list allow '192.168.1.0/33'" \
+	""
+
+check "booleans as UCI writes them" \
+"config keepalive-proxy 'main'
+	option enabled 'yes'
+	option read_ahead 'on'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead "
+
+# Every option the shipped config names, set or commented out, has a type
+# in the validation, and the validation names nothing the config lacks.
+printf "config keepalive-proxy 'main'\n" >"$work/uci"
+sh "$here/uci-procd-harness.sh" "$init" "$work/uci" service_triggers 2>"$work/triggers" >/dev/null
+typed=$(sed -n 's/^validate //p' "$work/triggers" | cut -d' ' -f1 | sort -u)
+named=$(sed -n 's/^[[:space:]#]*\(option\|list\) \([a-z_]*\) .*/\2/p' \
+	"$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config" | sort -u)
+if [ -n "$typed" ] && [ "$typed" = "$named" ]; then
+	echo "ok   every option in the config has a type in procd_add_validation"
+else
+	echo "FAIL the config's options and the validation's differ:"
+	printf '%s\n' "$typed" >"$work/typed"
+	printf '%s\n' "$named" >"$work/named"
+	diff "$work/named" "$work/typed" | sed 's/^/  /' || :
+	failed=$((failed + 1))
+fi
 
 # "make_ca" writes the CA into ca_dir, limited to the intercept list as
 # written: a file here that *.example.com matches must not turn the

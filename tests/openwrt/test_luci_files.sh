@@ -122,8 +122,8 @@ for js in glob.glob(os.path.join(views, "*.js")):
     options = re.findall(r"form\.(?:Value|Flag|DynamicList|ListValue), '([a-z_]+)'", src)
     check("%s has settings" % name, len(options) >= 8, str(options))
     for option in options:
-        read = re.search(r"(config_get|config_get_bool|add_option|config_list_foreach) "
-                         r"(\w+ )?\"\$cfg\" %s\b" % option, init)
+        # The init script's validate_section types every option it reads.
+        read = re.search(r"'%s:[a-z]" % option, init)
         check("%s: the init script reads option %s" % (name, option), bool(read))
         check("%s: option %s is in the shipped config" % (name, option),
               re.search(r"^\s*#?(option|list) %s " % option,
