@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""The OpenWrt feed in contrib/openwrt, checked by the rules OpenWrt's build
+system applies to it, each quoted from its source (openwrt.git) where it is
+modelled:
+
+1. scan.mk finds every package Makefile (or the package does not exist);
+2. the LuCI package depends on the daemon under every selection of the
+   daemon's variants, as package-pack.mk writes the package's Depends and as
+   package-metadata.pl writes menuconfig's select;
+3. every file the config can name lives under a path sysupgrade keeps, as
+   package-pack.mk turns conffiles into /lib/upgrade/keep.d and sysupgrade
+   reads it;
+4. the package's version is the one the binary reports, and the package's
+   test.sh (run by the openwrt/packages CI) passes with the built binary;
+5. every script under contrib/ carries its run bit.
+
+Usage: test_feed.py SOURCE-DIR KEEPALIVE-PROXY-BINARY
+"""
+
+import os
+import re
+import shlex
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+
+failed = []
+
+
+def check(ok, what, detail=""):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        if detail:
+            print("  " + detail.replace("\n", "\n  "))
+        failed.append(what)
+
+
+def makefiles(feed):
+    for root, _, files in os.walk(feed):
+        if "Makefile" in files:
+            yield os.path.join(root, "Makefile")
+
+
+# --- 1. scan.mk -------------------------------------------------------------
+# include/scan.mk:
+#   GREP_STRING=(Build/DefaultTargets|BuildPackage|KernelPackage)
+#   find -L $(SCAN_DIR) ... -name Makefile | xargs grep -aHE 'call $(GREP_STRING)'
+def scan_mk(feed):
+    for mk in makefiles(feed):
+        found = subprocess.run(
+            ["grep", "-aHE", "call (Build/DefaultTargets|BuildPackage|KernelPackage)", mk],
+            stdout=subprocess.DEVNULL).returncode == 0
+        check(found, f"scan.mk indexes {os.path.relpath(mk, feed)}")
+
+
+# --- reading package Makefiles ----------------------------------------------
+def make_vars(text):
+    """Top-level NAME:=value and the bodies of 'define NAME ... endef'."""
+    lines = text.replace("\\\n", " ").split("\n")
+    top, blocks, cur, body = {}, {}, None, []
+    for line in lines:
+        if cur is not None:
+            if line.strip() == "endef":
+                blocks[cur] = body
+                cur, body = None, []
+            else:
+                body.append(line)
+            continue
+        m = re.match(r"define\s+(\S+)", line)
+        if m:
+            cur = m.group(1)
+            continue
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_/.-]*)\s*(\+?:?=)\s*(.*)$", line)
+        if m:
+            top[m.group(1)] = m.group(3).strip()
+    return top, blocks
+
+
+def block_vars(body):
+    out = {}
+    for line in body:
+        m = re.match(r"\s*([A-Z_]+)\s*(\+?:?=)\s*(.*)$", line)
+        if m:
+            val = m.group(3).strip()
+            out[m.group(1)] = (out.get(m.group(1), "") + " " + val).strip() \
+                if m.group(2) == "+=" else val
+    return out
+
+
+def packages(feed):
+    """name -> {depends: [...], provides: [...], variant, default_variant}"""
+    pkgs = {}
+    for mk in makefiles(feed):
+        top, blocks = make_vars(open(mk).read())
+        if "LUCI_DEPENDS" in top:
+            name = os.path.basename(os.path.dirname(mk))
+            pkgs[name] = {"depends": top["LUCI_DEPENDS"].split(), "provides": [],
+                          "variant": None, "default_variant": False}
+            continue
+        for bname, body in blocks.items():
+            m = re.fullmatch(r"Package/([^/]+)", bname)
+            if not m or m.group(1).endswith("/Default"):
+                continue
+            v = block_vars(body)
+            default_name = f"Package/{m.group(1).split('-openssl')[0]}/Default"
+            if default_name in blocks and default_name != bname:
+                v = {**block_vars(blocks[default_name]), **v}
+            pkgs[m.group(1)] = {
+                "depends": v.get("DEPENDS", "").split(),
+                "provides": v.get("PROVIDES", "").split(),
+                "variant": v.get("VARIANT"),
+                "default_variant": v.get("DEFAULT_VARIANT") == "1",
+            }
+    return pkgs
+
+
+# --- 2. dependencies --------------------------------------------------------
+# include/package-pack.mk, the package's Depends field:
+#   strip_deps=$(strip $(subst +,,$(filter-out @%,$(1))))
+#   filter_deps=$(foreach dep,$(call strip_deps,$(1)),$(if $(findstring :,$(dep)),$(call dep_if,$(dep)),$(dep)))
+#   dep_if=$(if $(findstring !,$(1)),$(call dep_neg,$(1)),$(call dep_pos,$(1)))
+#   dep_confvar: the condition before ':' without '!', '(' and ')', split at
+#   '||', each part's '&&'-joined CONFIG_ symbols all set
+def filter_deps(depends, config):
+    out = []
+    for dep in depends:
+        if dep.startswith("@"):
+            continue
+        dep = dep.replace("+", "")
+        if ":" not in dep:
+            out.append(dep)
+            continue
+        cond, val = dep.split(":", 1)
+        bare = re.sub(r"[!()]", "", cond)
+        confvar = any(all(config.get(sym) for sym in alt.split("&&"))
+                      for alt in bare.split("||"))
+        if ("!" in cond) != confvar:
+            out.append(val)
+    return out
+
+
+# scripts/package-metadata.pl, mconf_depends(), for a "+name" that is a
+# virtual package (provided by several variants):
+#   $depend = shift @vdeps;   (the default variant first)
+#   $condition = ... "PACKAGE_${vdeps[0]}<PACKAGE_$pkgname"
+#   ... "$depend if $condition"  as a select
+# Kconfig tristates: n=0, m=1, y=2.
+def kconfig_true(condition, config):
+    """An '&&' of SYMBOL, !SYMBOL and A<B terms, as Kconfig reads them."""
+    for term in filter(None, (t.strip() for t in condition.split("&&"))):
+        if "<" in term:
+            a, b = term.split("<", 1)
+            if not config.get(a, 0) < config.get(b, 0):
+                return False
+        elif term.startswith("!"):
+            if config.get(term[1:], 0):
+                return False
+        elif not config.get(term, 0):
+            return False
+    return True
+
+
+def menuconfig_selects(pkgname, depends, pkgs, config):
+    """The daemon packages menuconfig turns on for PKGNAME's '+' depends."""
+    selected = {}
+    for dep in depends:
+        if not dep.startswith("+"):
+            continue
+        name, condition = dep.lstrip("+@"), ""
+        if ":" in name:
+            condition, name = name.split(":", 1)
+        providers = [n for n, p in pkgs.items() if n == name or name in p["provides"]]
+        if not providers:
+            continue
+        providers.sort(key=lambda n: not pkgs[n]["default_variant"])
+        chosen, others = providers[0], [n for n in providers[1:] if n != pkgname]
+        condition = "&&".join([condition] + [f"PACKAGE_{o}<PACKAGE_{pkgname}" for o in others])
+        if kconfig_true(condition, config):
+            selected[chosen] = config.get("PACKAGE_" + pkgname, 0)
+    return selected
+
+
+def dependencies(feed):
+    pkgs = packages(feed)
+    luci = [n for n in pkgs if n.startswith("luci-app-")]
+    daemons = [n for n in pkgs if n.startswith("keepalive-proxy")]
+    check(bool(luci) and len(daemons) == 2, "the feed has the LuCI app and both daemon variants",
+          f"found {sorted(pkgs)}")
+    for name in daemons:
+        check(name == "keepalive-proxy" or "keepalive-proxy" in pkgs[name]["provides"],
+              f"{name} satisfies a dependency on keepalive-proxy")
+    for app in luci:
+        deps = pkgs[app]["depends"]
+        for plain in (0, 1, 2):
+            for ssl in (0, 1, 2):
+                if not plain and not ssl:
+                    continue
+                config = {"PACKAGE_keepalive-proxy": plain,
+                          "PACKAGE_keepalive-proxy-openssl": ssl,
+                          "PACKAGE_" + app: 2}
+                built = [n for n in daemons if config["PACKAGE_" + n]]
+                got = filter_deps(deps, config)
+                ok = any(d == "keepalive-proxy" or d in built for d in got)
+                check(ok, f"{app}'s Depends names the daemon when built with "
+                          f"{' and '.join(built)} (tristates {plain}/{ssl})",
+                      f"Depends: {', '.join(got) or '(none)'}")
+        # In an image: with the LuCI app built in, a daemon is built in too.
+        for ssl in (0, 1, 2):
+            config = {"PACKAGE_keepalive-proxy-openssl": ssl, "PACKAGE_" + app: 2}
+            sel = menuconfig_selects(app, deps, pkgs, config)
+            inside = {n for n, v in sel.items() if v == 2}
+            if ssl == 2:
+                inside.add("keepalive-proxy-openssl")
+            check(bool(inside), f"menuconfig puts a daemon in the image beside {app} "
+                                f"(keepalive-proxy-openssl={'nmy'[ssl]})",
+                  f"selected: {sel}")
+
+
+# --- 3. what sysupgrade keeps -----------------------------------------------
+# include/package-pack.mk:
+#   KEEP_$(1):=$(strip $(call Package/$(1)/conffiles))
+#   for x in $$(KEEP_$(1)); do [ -f "$$(IDIR_$(1))/$$$$x" ] || keepfiles="... $$$$x"; done
+#   ... echo $$$$x >> $$(IDIR_$(1))/lib/upgrade/keep.d/$(1)
+# package/base-files/files/sbin/sysupgrade, list_static_conffiles():
+#   find $(sed -ne '/^[[:space:]]*$/d; /^#/d; p' /etc/sysupgrade.conf /lib/upgrade/keep.d/* ...) \( -type f -o -type l \)
+# so an entry that is a directory keeps every file under it; one the
+# package ships as a file is kept when it changed (list_changed_conffiles).
+def kept_paths(feed):
+    _, blocks = make_vars(open(os.path.join(feed, "keepalive-proxy", "Makefile")).read())
+    entries = [l.strip() for l in blocks.get("Package/keepalive-proxy/conffiles", []) if l.strip()]
+    return entries
+
+
+def is_kept(path, entries):
+    for e in entries:
+        if path == e.rstrip("/") or path.startswith(e.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def config_paths(feed):
+    """Absolute paths the config file names, set or in comments, and the
+    init script's defaults (a default in a validation tuple, ca_dir's files)."""
+    paths = set()
+    cfg = os.path.join(feed, "keepalive-proxy", "files", "keepalive-proxy.config")
+    for line in open(cfg):
+        m = re.match(r"\s*#?\s*(option|list)\s+(\S+)\s+(.*)$", line)
+        if not m:
+            continue
+        try:
+            value = shlex.split(m.group(3))[0]
+        except (ValueError, IndexError):
+            continue
+        if value.startswith("/") and m.group(2) != "user":
+            paths.add((m.group(2), value))
+    init = open(os.path.join(feed, "keepalive-proxy", "files", "keepalive-proxy.init")).read()
+    for name, default in re.findall(r"'([a-z_]+):[a-z()0-9,]+:(/[^']*)'", init):
+        paths.add((name, default))
+        if name == "ca_dir":
+            paths.update({("ca_cert", default + "/ca.crt"), ("ca_key", default + "/ca.key")})
+    return paths
+
+
+def kept(feed):
+    entries = kept_paths(feed)
+    check("/etc/config/keepalive-proxy" in entries, "the UCI file is a conffile")
+    paths = config_paths(feed)
+    check(any(n == "auth_file" for n, _ in paths) and any(n == "ca_dir" for n, _ in paths),
+          "the config names the users file and the CA directory",
+          f"named: {sorted(paths)}")
+    for name, path in sorted(paths):
+        check(is_kept(path, entries), f"{name} {path} survives sysupgrade",
+              f"kept: {entries}")
+
+
+# --- 4. version and test.sh --------------------------------------------------
+def version(src, feed, binary):
+    top, _ = make_vars(open(os.path.join(feed, "keepalive-proxy", "Makefile")).read())
+    cmake = re.search(r"project\(keepalive-proxy VERSION (\S+)", open(os.path.join(src, "CMakeLists.txt")).read())
+    reported = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    check(cmake and top.get("PKG_VERSION") == cmake.group(1),
+          "PKG_VERSION is the project's version",
+          f"PKG_VERSION {top.get('PKG_VERSION')}, CMakeLists.txt {cmake and cmake.group(1)}")
+    check(reported == f"keepalive-proxy {top.get('PKG_VERSION')}",
+          "keepalive-proxy --version prints PKG_VERSION", f"it printed {reported!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(os.path.abspath(binary), os.path.join(tmp, "keepalive-proxy"))
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = dict(os.environ, PATH=tmp + ":" + os.environ["PATH"], KP_TEST_PORT=str(port))
+        test_sh = os.path.join(feed, "keepalive-proxy", "test.sh")
+        variant = "keepalive-proxy-openssl" if "TLS: none" not in \
+            subprocess.run([binary, "--version"], capture_output=True, text=True).stdout \
+            else "keepalive-proxy"
+        good = subprocess.run(["sh", test_sh, variant, top.get("PKG_VERSION", "")],
+                              env=env, cwd=tmp, capture_output=True, text=True, timeout=60)
+        check(good.returncode == 0, f"test.sh {variant} passes with the built binary",
+              good.stdout + good.stderr)
+        bad = subprocess.run(["sh", test_sh, variant, "0.0.0-not-this"],
+                             env=env, cwd=tmp, capture_output=True, text=True, timeout=60)
+        check(bad.returncode != 0, "test.sh fails for a version the binary does not report")
+
+
+# --- 5. run bits --------------------------------------------------------------
+def run_bits(src):
+    for root, _, files in os.walk(os.path.join(src, "contrib")):
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as fh:
+                if fh.read(2) != b"#!":
+                    continue
+            check(bool(os.stat(path).st_mode & stat.S_IXUSR),
+                  f"{os.path.relpath(path, src)} can be run")
+
+
+def main():
+    src, binary = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    feed = os.path.join(src, "contrib", "openwrt")
+    scan_mk(feed)
+    dependencies(feed)
+    kept(feed)
+    version(src, feed, binary)
+    run_bits(src)
+    if failed:
+        print(f"{len(failed)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
