@@ -17,7 +17,6 @@
 #include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/policy.h"
-#include "kp/readahead.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
 
@@ -53,7 +52,6 @@ struct client_request {
 	struct http_head head;
 	struct exchange ex;
 	struct auth_waiter auth;      /* told whether the request's credentials passed a hash */
-	struct ra_playlist *playlist; /* an HLS playlist read as it is sent (read-ahead) */
 };
 
 static void process_input(struct client *c);
@@ -207,15 +205,6 @@ sync_watchers(struct client *c)
 
 /* ---- life and death ------------------------------------------------------- */
 
-/* The playlist being read, if any, ended: whole, or cut. */
-static void
-end_playlist(struct client *c, bool complete)
-{
-	if (c->req->playlist)
-		readahead_playlist_close(c->req->playlist, complete);
-	c->req->playlist = NULL;
-}
-
 /* ---- request states ------------------------------------------------------- */
 
 static const struct exchange_ops client_exchange_ops;
@@ -246,11 +235,11 @@ take_request(struct client *c)
 		memset(&r->auth, 0, sizeof(r->auth));
 		r->auth.loop = c->env->loop;
 		r->auth.done = authenticated;
-		r->playlist = NULL;
 	}
 	r->client = c;
 	r->next = NULL;
 	r->ex.restricted = c->restricted;
+	r->ex.peer = &c->peer.sa;
 	r->ex.https = c->intercepted != NULL;
 	r->ex.fixed_key = c->intercepted ? c->intercepted->key : NULL;
 	c->req = r;
@@ -280,7 +269,6 @@ give_back_request(struct client *c)
 {
 	if (!c->req)
 		return;
-	end_playlist(c, false);
 	put_spare(c->list, c->req);
 	c->req = NULL;
 }
@@ -331,7 +319,6 @@ client_close(struct client *c)
 		return;
 	/* What it holds goes now; its memory with the client's, once callers are done with it. */
 	if (c->req) {
-		end_playlist(c, false);
 		auth_cancel(&c->req->auth);
 		exchange_release(&c->req->ex);
 	}
@@ -644,7 +631,6 @@ ex_finished(struct exchange *ex)
 {
 	struct client *c = client_of(ex);
 
-	end_playlist(c, true);
 	log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
 	if (!ex->client_keep_alive)
 		linger_close(c);
@@ -664,58 +650,12 @@ ex_wait(struct exchange *ex)
 	sync_watchers(client_of(ex));
 }
 
-/* What read-ahead knows a client's request by. */
-static struct readahead_ask
-ask_of(struct client *c)
-{
-	struct readahead_ask ask = {
-		.client = &c->peer.sa,
-		.key = exchange_key(&c->req->ex),
-		.target = &c->req->ex.target,
-		.https = c->req->ex.https,
-		.restricted = c->req->ex.restricted,
-	};
-
-	return ask;
-}
-
-/* A response head came: read-ahead may fetch what the client will ask for next. */
-static void
-ex_heard(struct exchange *ex)
-{
-	struct client *c = client_of(ex);
-	struct readahead_ask ask;
-
-	if (!c->env->readahead || ex->method != HTTP_GET)
-		return;
-	ask = ask_of(c);
-	readahead_heard(c->env->readahead, &ask, ex->req_head, &ex->resp_head,
-	                buf_head(ex->src->in), ex->src->conn.fd);
-	end_playlist(c, false);
-	c->req->playlist = readahead_playlist_open(c->env->readahead, &ask, &ex->resp_head,
-	                                           buf_head(ex->src->in));
-	ex->tap_body = c->req->playlist != NULL;
-}
-
-/* A playlist's bytes on their way to the client: read-ahead reads them too. */
-static void
-ex_body(struct exchange *ex, const char *p, size_t len)
-{
-	struct client *c = client_of(ex);
-
-	if (c->req->playlist)
-		readahead_playlist_data(c->req->playlist, p, len);
-}
-
-
 static const struct exchange_ops client_exchange_ops = {
 	.reply = ex_reply,
 	.abort = ex_abort,
 	.finished = ex_finished,
 	.tunnel_opened = ex_tunnel_opened,
 	.wait = ex_wait,
-	.heard = ex_heard,
-	.body = ex_body,
 };
 
 /* ---- requests ------------------------------------------------------------- */
@@ -976,7 +916,6 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 {
 	struct exchange *ex = &c->req->ex;
 	const struct http_head *h = &c->req->head;
-	struct source *held = NULL;
 	const char *why = NULL;
 	int status;
 
@@ -992,15 +931,9 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 		answer_as_final_recipient(c);
 		return;
 	}
-	/* A response fetched ahead for exactly this request is served from memory. */
-	if (c->env->readahead && h->method == HTTP_GET) {
-		struct readahead_ask ask = ask_of(c);
-
-		held = readahead_serve(c->env->readahead, &ask, h, buf_head(c->in));
-	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */
 	set_state(c, CLIENT_FORWARDING);
-	status = exchange_forward(ex, h, held, &why);
+	status = exchange_forward(ex, h, NULL, &why);
 	if (status)
 		refuse(c, status, why, false);
 	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))

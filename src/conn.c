@@ -1,7 +1,13 @@
 #include "kp/conn.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include "kp/evglue.h"
 #include "kp/net.h"
@@ -199,4 +205,37 @@ conn_send_two(struct conn *c, const char *a, size_t alen, const char *b, size_t 
 	if (net_would_block())
 		return 0;
 	return -1;
+}
+
+/*
+ * Linux's struct tcp_info (include/uapi/linux/tcp.h) as far as the delivery
+ * rate, by its ABI: C libraries whose copy of the struct stops earlier
+ * (glibc's) still read every figure the kernel fills in.
+ */
+struct tcp_figures {
+	uint8_t state, ca_state, retransmits, probes, backoff, options, wscales, flags;
+	uint32_t rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans, fackets;
+	uint32_t last_data_sent, last_ack_sent, last_data_recv, last_ack_recv;
+	uint32_t pmtu, rcv_ssthresh, rtt, rttvar, snd_ssthresh, snd_cwnd, advmss, reordering;
+	uint32_t rcv_rtt, rcv_space, total_retrans;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
+	uint64_t delivery_rate;   /* Linux 4.9 */
+};
+
+struct conn_path
+conn_path_figures(const struct conn *c)
+{
+	struct conn_path p = {0, 0};
+	struct tcp_figures ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (c->fd < 0 || getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return p;
+	if (len >= offsetof(struct tcp_figures, rtt) + sizeof(ti.rtt))
+		p.rtt = ti.rtt / 1e6;
+	if (len >= offsetof(struct tcp_figures, delivery_rate) + sizeof(ti.delivery_rate))
+		p.delivery_rate = (double)ti.delivery_rate;
+	return p;
 }

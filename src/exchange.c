@@ -134,9 +134,45 @@ exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn *dow
 	exchange_reset(ex);
 }
 
+/* The hook's view of the request in hand. */
+static struct exchange_view
+view_of(const struct exchange *ex)
+{
+	struct exchange_view v = {
+		.client = ex->peer,
+		.key = ex->key,
+		.target = &ex->target,
+		.method = ex->method,
+		.https = ex->https,
+		.restricted = ex->restricted,
+	};
+
+	return v;
+}
+
+/* The hooks, for an exchange of a client's that has a peer to show them; else NULL. */
+static const struct exchange_hooks *
+hooks_of(const struct exchange *ex)
+{
+	return ex->to_memory || !ex->peer ? NULL : ex->env->hooks;
+}
+
+/* The response the hook watched ended, whole or not. */
+static void
+end_hook(struct exchange *ex, bool complete)
+{
+	void *state = ex->hook_state;
+
+	if (!state)
+		return;
+	ex->hook_state = NULL;
+	ex->env->hooks->ended(state, complete);
+}
+
 void
 exchange_release(struct exchange *ex)
 {
+	end_hook(ex, false);
 	clock_timer_stop(&ex->timer);
 	if (ex->tunneling) {
 		kp_stats.tunnels_open--;
@@ -305,6 +341,12 @@ exchange_forward(struct exchange *ex, const struct http_head *h, struct source *
 		return 431;
 	}
 	ex->req_head->end = (size_t)n;
+	/* A response held for exactly this request is served from there. */
+	if (!src && hooks_of(ex) && hooks_of(ex)->serve) {
+		struct exchange_view v = view_of(ex);
+
+		src = hooks_of(ex)->serve(hooks_of(ex)->ctx, &v, h, buf_head(in));
+	}
 	buf_consume(in, h->head_len);
 	/* Body framing already here is checked before any origin hears of the request. */
 	if (frame_request(ex) < 0)
@@ -767,8 +809,15 @@ response_head(struct exchange *ex)
 	}
 	if (ex->ops->heard)
 		ex->ops->heard(ex);
-	/* Spliced bytes never pass through this process: the owner could not see them. */
-	if (ex->tap_body)
+	if (hooks_of(ex) && hooks_of(ex)->heard) {
+		struct exchange_view v = view_of(ex);
+
+		end_hook(ex, false);
+		ex->hook_state = hooks_of(ex)->heard(hooks_of(ex)->ctx, &v, ex->req_head, h,
+		                                     buf_head(src->in), &src->conn);
+	}
+	/* Spliced bytes never pass through this process: the hook could not see them. */
+	if (ex->hook_state)
 		ex->copy_body = true;
 	consume_head(ex, false);
 	framer_init(&ex->resp_body, plan.body, h->content_length);
@@ -944,8 +993,8 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 		}
 	}
 	if (n) {
-		if (ex->tap_body)
-			ex->ops->body(ex, buf_head(in), (size_t)n);
+		if (ex->hook_state)
+			ex->env->hooks->body(ex->hook_state, buf_head(in), (size_t)n);
 		buf_consume(in, (size_t)n);
 		ex->resp_pending -= (size_t)n;
 		ex->resp_sent += (uint64_t)n;
@@ -1060,7 +1109,7 @@ finish(struct exchange *ex)
 
 		/* One getsockopt a second per connection, not one per request. */
 		if (now - src->rtt_read_at >= 1.0) {
-			src->rtt = net_rtt(src->conn.fd);
+			src->rtt = conn_path_figures(&src->conn).rtt;
 			src->rtt_read_at = now;
 		}
 		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->resp_received, ex->https);
@@ -1070,6 +1119,7 @@ finish(struct exchange *ex)
 	if (ex->req != REQ_DONE)
 		ex->client_keep_alive = false;
 	src->ops->release(src, reusable);
+	end_hook(ex, true);
 	ex->ops->finished(ex);
 }
 

@@ -774,28 +774,42 @@ hls_cmcd_path(const struct hls_cmcd *hint, const char *path, size_t path_len, ch
 	return true;
 }
 
-bool
-hls_cmcd_strip(const char *path, size_t path_len, char *out, size_t cap, size_t *out_len)
+void
+hls_cmcd_kept(const char *path, size_t path_len,
+              void (*fn)(void *arg, const char *part, size_t len), void *arg)
 {
 	const char *q = memchr(path, '?', path_len);
 	const char *end = path + path_len;
-	struct out o = {out, 0, cap, false};
 	bool kept = false;
 
-	put(&o, path, q ? (size_t)(q - path) : path_len);
+	fn(arg, path, q ? (size_t)(q - path) : path_len);
 	for (const char *p = q ? q + 1 : end; q && p <= end;) {
 		const char *amp = memchr(p, '&', (size_t)(end - p));
 		size_t n = amp ? (size_t)(amp - p) : (size_t)(end - p);
 
 		if (!(n >= 4 && memcmp(p, "CMCD", 4) == 0 && (n == 4 || p[4] == '='))) {
-			put(&o, kept ? "&" : "?", 1);
-			put(&o, p, n);
+			fn(arg, kept ? "&" : "?", 1);
+			fn(arg, p, n);
 			kept = true;
 		}
 		if (!amp)
 			break;
 		p = amp + 1;
 	}
+}
+
+static void
+put_part(void *arg, const char *part, size_t len)
+{
+	put(arg, part, len);
+}
+
+bool
+hls_cmcd_strip(const char *path, size_t path_len, char *out, size_t cap, size_t *out_len)
+{
+	struct out o = {out, 0, cap, false};
+
+	hls_cmcd_kept(path, path_len, put_part, &o);
 	if (o.full)
 		return false;
 	*out_len = o.len;

@@ -429,9 +429,9 @@ is_ipv6_char(char c)
 
 /* Decimal digits of v at p, no terminator (this runs per request: no printf). */
 static size_t
-format_uint(char *p, unsigned v)
+format_uint(char *p, uint64_t v)
 {
-	char digits[10];
+	char digits[20];
 	size_t n = 0, i;
 
 	do {
@@ -689,9 +689,9 @@ put_field(struct writer *w, const char *base, const struct http_field *f)
 }
 
 static void
-put_uint(struct writer *w, unsigned v)
+put_uint(struct writer *w, uint64_t v)
 {
-	char digits[10];
+	char digits[20];
 
 	put(w, digits, format_uint(digits, v));
 }
@@ -912,4 +912,64 @@ http_write_local_response(char *out, size_t cap, int status, const char *why, bo
 	                 why);
 
 	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* Is the field one of the names in drop (lower case, NULL-terminated)? */
+static bool
+dropped(const char *base, const struct http_field *f, const char *const *drop)
+{
+	for (; drop && *drop; drop++)
+		if (http_span_is(base, f->name, *drop))
+			return true;
+	return false;
+}
+
+ssize_t
+http_write_edited_head(char *out, size_t cap, const struct http_head *h, const char *base,
+                       const struct http_head_edit *e)
+{
+	struct writer w = {out, cap, false};
+	const char *line_end = memchr(base, '\n', h->head_len);
+
+	if (e->target) {
+		puts_w(&w, "GET ");
+		put(&w, e->target, e->target_len);
+		puts_w(&w, " HTTP/1.1\r\n");
+	} else if (e->status) {
+		puts_w(&w, "HTTP/1.1 ");
+		put_uint(&w, e->status);
+		put(&w, " ", 1);
+		puts_w(&w, http_status_reason(e->status));
+		put(&w, "\r\n", 2);
+	} else if (line_end) {
+		put(&w, base, (size_t)(line_end + 1 - base));
+	} else {
+		return -1;
+	}
+	for (unsigned i = 0; i < h->nfields; i++)
+		if (!dropped(base, &h->fields[i], e->drop))
+			put_field(&w, base, &h->fields[i]);
+	if (e->range) {
+		puts_w(&w, "Range: bytes=");
+		put_uint(&w, e->first);
+		put(&w, "-", 1);
+		put_uint(&w, e->last);
+		put(&w, "\r\n", 2);
+	}
+	if (e->content_range) {
+		puts_w(&w, "Content-Range: bytes ");
+		put_uint(&w, e->first);
+		put(&w, "-", 1);
+		put_uint(&w, e->last);
+		put(&w, "/", 1);
+		put_uint(&w, e->complete);
+		put(&w, "\r\n", 2);
+	}
+	if (e->content_length) {
+		puts_w(&w, "Content-Length: ");
+		put_uint(&w, e->length);
+		put(&w, "\r\n", 2);
+	}
+	put(&w, "\r\n", 2);
+	return w.overflow ? -1 : (ssize_t)(cap - w.left);
 }

@@ -163,19 +163,6 @@ net_idle_alive(int fd)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-double
-net_rtt(int fd)
-{
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-
-	memset(&ti, 0, sizeof(ti));
-	if (fd < 0 || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
-	    len < offsetof(struct tcp_info, tcpi_rtt) + sizeof(ti.tcpi_rtt))
-		return 0;
-	return ti.tcpi_rtt / 1e6;
-}
-
 const char *
 net_addr_text(const struct sockaddr *sa, char *buf, size_t len)
 {

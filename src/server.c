@@ -448,10 +448,12 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
 	                  &srv->fds) < 0 ||
-	    (cfg->read_ahead && !(srv->env.readahead = readahead_new(&srv->env)))) {
+	    (cfg->read_ahead && !(srv->readahead = readahead_new(&srv->env)))) {
 		log_error("out of memory");
 		return -1;
 	}
+	if (srv->readahead)
+		srv->env.hooks = readahead_hooks(srv->readahead);
 	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
 	if (srv->listen_fd < 0) {
 		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
@@ -512,8 +514,9 @@ server_shutdown(struct server *srv)
 	while (srv->clients.live)
 		client_close(srv->clients.live);
 	/* After the clients, who may still read what it holds; before the pool its fetches use. */
-	readahead_free(srv->env.readahead);
-	srv->env.readahead = NULL;
+	srv->env.hooks = NULL;
+	readahead_free(srv->readahead);
+	srv->readahead = NULL;
 	/* Connects nobody waits for any more, and the idle pool. */
 	dispatch_shutdown(&srv->dispatch);
 	client_reap(&srv->clients);

@@ -3,14 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* FNV-1a: short keys, no adversary worth SipHash. */
+uint32_t
+table_hash_more(uint32_t h, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return h;
+}
+
 uint32_t
 table_hash(const char *key)
 {
-	uint32_t h = 2166136261u;   /* FNV-1a: short keys, no adversary worth SipHash */
-
-	for (; *key; key++)
-		h = (h ^ (uint8_t)*key) * 16777619u;
-	return h;
+	return table_hash_more(TABLE_HASH_START, key, strlen(key));
 }
 
 int
@@ -35,7 +42,7 @@ find_slot(const struct table *t, const char *key, uint32_t hash)
 {
 	struct table_node **slot = &t->buckets[hash & (t->nbuckets - 1)];
 
-	while (*slot && ((*slot)->hash != hash || strcmp((*slot)->key, key) != 0))
+	while (*slot && ((*slot)->hash != hash || !(*slot)->key || strcmp((*slot)->key, key) != 0))
 		slot = &(*slot)->chain;
 	return slot;
 }
@@ -66,6 +73,31 @@ grow(struct table *t)
 	free(t->buckets);
 	t->buckets = b;
 	t->nbuckets = n;
+}
+
+struct table_node *
+table_find_value(const struct table *t, uint32_t hash,
+                 bool (*is)(const struct table_node *n, const void *value), const void *value)
+{
+	struct table_node *n = t->buckets[hash & (t->nbuckets - 1)];
+
+	while (n && (n->hash != hash || n->key || !is(n, value)))
+		n = n->chain;
+	return n;
+}
+
+void
+table_add_value(struct table *t, struct table_node *n, uint32_t hash)
+{
+	struct table_node **bucket;
+
+	n->hash = hash;
+	n->key = NULL;
+	bucket = &t->buckets[hash & (t->nbuckets - 1)];
+	n->chain = *bucket;
+	*bucket = n;
+	if (++t->count > t->nbuckets)
+		grow(t);
 }
 
 void
@@ -104,9 +136,11 @@ table_get(struct table *t, const char *key, size_t size, size_t node_offset)
 void
 table_remove(struct table *t, struct table_node *n)
 {
-	struct table_node **slot = find_slot(t, n->key, n->hash);
+	struct table_node **slot = &t->buckets[n->hash & (t->nbuckets - 1)];
 
-	if (*slot == n) {
+	while (*slot && *slot != n)
+		slot = &(*slot)->chain;
+	if (*slot) {
 		*slot = n->chain;
 		t->count--;
 	}

@@ -135,6 +135,18 @@ enum move_status conn_fill(struct conn *c, struct buf *b, size_t *got);
  */
 ssize_t conn_send_two(struct conn *c, const char *a, size_t alen, const char *b, size_t blen);
 
+/*
+ * What the kernel measured of the path under a TCP end (TCP_INFO): the
+ * smoothed round-trip time, and the rate its latest data was delivered at
+ * (Linux 4.9 and later). 0 where it has no figure yet; both 0 for an end
+ * without a TCP socket (memory). The one place the project reads them.
+ */
+struct conn_path {
+	double rtt;            /* seconds */
+	double delivery_rate;  /* bytes per second */
+};
+struct conn_path conn_path_figures(const struct conn *c);
+
 /* Can bytes move between these two ends by splice(2)? */
 static inline bool
 conn_pair_splices(const struct conn *from, const struct conn *to)

@@ -15,10 +15,10 @@
 struct auth;
 struct clock;
 struct dispatch;
+struct exchange_hooks;
 struct fd_budget;
 struct intercept_memory;
 struct kp_config;
-struct readahead;
 struct tls;
 
 struct proxy_env {
@@ -30,7 +30,7 @@ struct proxy_env {
 	struct tls *tls;                     /* --intercept: CA, contexts, caches; NULL: off */
 	struct intercept_memory *refusals;   /* clients that refused our certificate */
 	const struct auth *auth;             /* --auth-file's users; NULL: none asked */
-	struct readahead *readahead;         /* --read-ahead: pieces fetched ahead; NULL: off */
+	const struct exchange_hooks *hooks;  /* what watches client exchanges (--read-ahead); NULL: nothing */
 	bool draining;                       /* a stop signal came: finish what is in flight, no more */
 };
 

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <ev.h>
 
@@ -61,11 +62,48 @@ struct exchange_ops {
 	 * but must not act on this exchange. NULL: not wanted.
 	 */
 	void (*heard)(struct exchange *ex);
+};
+
+/*
+ * What a feature that watches client exchanges is shown of one request:
+ * read-ahead, plugged in through the env (exchange_hooks), so that neither
+ * the exchange nor its owner names it.
+ */
+struct exchange_view {
+	const struct sockaddr *client;     /* the asker's address */
+	const char *key;                   /* the dispatch key the request goes under */
+	const struct http_target *target;
+	uint8_t method;
+	bool https;                        /* to the origin over TLS: intercepted */
+	bool restricted;                   /* the asker is beyond this machine */
+};
+
+/*
+ * The seam a feature plugs into every exchange of a client's (never an
+ * exchange into memory: those are the feature's own). serve and heard may
+ * be NULL; a heard that returns a state has body and ended.
+ */
+struct exchange_hooks {
+	void *ctx;
 	/*
-	 * Bytes of the body just sent to the asker, as sent (chunk framing
-	 * included, unless it is taken off): only if heard set tap_body.
+	 * A checked request (head h, spans into base) is about to go to an
+	 * origin: a source that holds its answer, or NULL to ask the origin.
 	 */
-	void (*body)(struct exchange *ex, const char *p, size_t len);
+	struct source *(*serve)(void *ctx, const struct exchange_view *v, const struct http_head *h,
+	                        const char *base);
+	/*
+	 * The final response head resp (spans into rbase) to the request the
+	 * proxy sent as req_head (NULL: none kept) is being forwarded; up is
+	 * the end it came from (a connection, or memory). Returns a state to
+	 * show the body to (body, then ended), or NULL: the body then stays on
+	 * the splice path.
+	 */
+	void *(*heard)(void *ctx, const struct exchange_view *v, const struct buf *req_head,
+	               const struct http_head *resp, const char *rbase, const struct conn *up);
+	/* Bytes of the body just sent to the asker, as sent (chunk framing included). */
+	void (*body)(void *state, const char *p, size_t len);
+	/* The response ended, whole (complete) or cut: the state is the hook's to free. */
+	void (*ended)(void *state, bool complete);
 };
 
 struct exchange {
@@ -78,6 +116,7 @@ struct exchange {
 	bool to_memory;               /* the end is memory: responses in canonical form */
 	bool restricted;              /* the asker is beyond this machine (set by the owner) */
 	bool https;                   /* to the origin over TLS: intercepted (set by the owner) */
+	const struct sockaddr *peer;  /* the asker's address, for the hooks (set by the owner) */
 	const char *fixed_key;        /* the owner's dispatch key for every request, or NULL */
 	struct clock_timer timer;     /* the deadline of the current wait */
 	struct source_reader reader;  /* how the source tells of readiness */
@@ -106,8 +145,8 @@ struct exchange {
 	size_t resp_pending;          /* framed bytes at the front of the source's buffer */
 	struct mover resp_mover;      /* response payload spliced past user space */
 	bool copy_body;               /* no splice for this response (flag, EINVAL, or an end) */
-	bool tap_body;                /* set by the owner in heard: the body is copied, and
-	                               * every byte the asker is sent is shown to ops->body */
+	void *hook_state;             /* env->hooks' state for this response: the body is
+	                               * copied, and every byte sent is shown to it */
 	uint64_t resp_received;       /* bytes read from the source for this exchange */
 	uint64_t resp_sent;
 	bool dechunk;                 /* payload only, to an HTTP/1.0 client or memory: ends with the stream */

@@ -184,4 +184,12 @@ bool hls_cmcd_path(const struct hls_cmcd *hint, const char *path, size_t path_le
  */
 bool hls_cmcd_strip(const char *path, size_t path_len, char *out, size_t cap, size_t *out_len);
 
+/*
+ * The same without a copy: the parts of path hls_cmcd_strip keeps, in
+ * order, each handed to fn (their concatenation is what it writes), for
+ * a key hashed or compared where the path lies.
+ */
+void hls_cmcd_kept(const char *path, size_t path_len,
+                   void (*fn)(void *arg, const char *part, size_t len), void *arg);
+
 #endif

@@ -172,6 +172,28 @@ ssize_t http_write_local_response(char *out, size_t cap, int status, const char 
 const char *http_status_reason(int status);
 
 /*
+ * A head derived from another, as the proxy writes one of its own making
+ * (read-ahead's request for the next range or segment, the head of a
+ * slice of a response it holds): the start line is h's, or a GET of
+ * another target, or a status line with another status; then h's fields
+ * in order but for those named in drop; then the fields asked for; then
+ * the empty line. The length, or -1 if it does not fit in cap.
+ */
+struct http_head_edit {
+	const char *target;         /* "GET <target> HTTP/1.1" instead of h's line; NULL: h's */
+	size_t target_len;
+	uint16_t status;            /* "HTTP/1.1 <status> <reason>" instead; 0: h's line */
+	const char *const *drop;    /* lower-case field names left out, NULL-terminated; may be NULL */
+	bool range;                 /* adds "Range: bytes=first-last" */
+	bool content_range;         /* adds "Content-Range: bytes first-last/complete" */
+	uint64_t first, last, complete;
+	bool content_length;        /* adds "Content-Length: length" */
+	uint64_t length;
+};
+ssize_t http_write_edited_head(char *out, size_t cap, const struct http_head *h,
+                               const char *base, const struct http_head_edit *e);
+
+/*
  * Max-Forwards of an OPTIONS or TRACE request (RFC 9110 7.6.2): its value,
  * or -1 when absent, malformed, or the method is another (it then means
  * nothing). At 0 the proxy answers itself; above, it forwards one less.

@@ -38,12 +38,6 @@ int net_connect_finish(int fd);
  */
 bool net_idle_alive(int fd);
 
-/*
- * The kernel's smoothed round-trip time of a connected TCP socket
- * (TCP_INFO), in seconds; 0 when it has none yet or fd is no TCP socket.
- */
-double net_rtt(int fd);
-
 /* "1.2.3.4:80" or "[::1]:80" into buf; returns buf. */
 const char *net_addr_text(const struct sockaddr *sa, char *buf, size_t len);
 

@@ -26,10 +26,13 @@ struct auth;
 struct tls;
 struct intercept_memory;
 
+struct readahead;
+
 struct server {
 	struct ev_loop *loop;
 	const struct kp_config *cfg;
 	struct proxy_env env;            /* what clients and the stats page are given */
+	struct readahead *readahead;    /* --read-ahead; NULL: off (its hooks are in env) */
 	struct clock clock;              /* the loop's time */
 	struct fd_budget fds;            /* the descriptor limit and who holds what */
 	struct dispatch dispatch;        /* the connections to origins */

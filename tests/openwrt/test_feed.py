@@ -287,11 +287,14 @@ def version(src, feed, binary):
           "keepalive-proxy --version prints PKG_VERSION", f"it printed {reported!r}")
     with tempfile.TemporaryDirectory() as tmp:
         os.symlink(os.path.abspath(binary), os.path.join(tmp, "keepalive-proxy"))
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        env = dict(os.environ, PATH=tmp + ":" + os.environ["PATH"], KP_TEST_PORT=str(port))
+        socks = [socket.socket() for _ in range(2)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        port, stats = (s.getsockname()[1] for s in socks)
+        for s in socks:
+            s.close()
+        env = dict(os.environ, PATH=tmp + ":" + os.environ["PATH"], KP_TEST_PORT=str(port),
+                   KP_TEST_STATS_PORT=str(stats))
         test_sh = os.path.join(feed, "keepalive-proxy", "test.sh")
         variant = "keepalive-proxy-openssl" if "TLS: none" not in \
             subprocess.run([binary, "--version"], capture_output=True, text=True).stdout \

@@ -3,7 +3,7 @@
 # installed, as "sh test.sh PKG_NAME PKG_VERSION": the binary reports the
 # package's version, starts, and proxies one request. The origin is the
 # daemon's own stats listener, so nothing else needs to be installed.
-# KP_TEST_PORT moves the two ports used (PORT and PORT+1).
+# KP_TEST_PORT and KP_TEST_STATS_PORT move the two ports used.
 
 set -eu
 
@@ -25,7 +25,7 @@ if [ "$name" = keepalive-proxy-openssl ] && keepalive-proxy --version | grep -q 
 fi
 
 port=${KP_TEST_PORT:-19250}
-stats=$((port + 1))
+stats=${KP_TEST_STATS_PORT:-$((port + 1))}
 out=$(mktemp)
 keepalive-proxy -p "$port" --stats-listen "127.0.0.1:$stats" --grace 0 &
 pid=$!

@@ -1,0 +1,202 @@
+/*
+ * Read-ahead's store: the responses the proxy fetched ahead of its clients,
+ * held in memory under the key of the client they were fetched for, each
+ * client's share of --read-ahead-memory, their life from the fetch to the
+ * last reader, serving them to the client that asks, and sweeping what
+ * nobody asked for. What to fetch is the predictors' business (ra_range.h,
+ * ra_hls.h); they ask the store, and the store never calls them.
+ *
+ * The words read-ahead uses, and no others:
+ *
+ *   piece   one response fetched (or being fetched) ahead of a client and
+ *           held in memory: a byte range of an object, or a whole object
+ *           (an HLS segment). A piece is *dropped*, the one way a piece
+ *           ends: it is freed at the end of the loop iteration, once no
+ *           client reads it, and what of it no client was given counts as
+ *           wasted.
+ *   series  the pieces a predictor expects one client to ask for next, in
+ *           order: the ranges of an object after the one the client was
+ *           given (ra_range.h), or the segments of a playlist after the
+ *           one it was given (ra_hls.h). A series is *stopped*, the one way
+ *           a series ends: nothing more is predicted for it, and its pieces
+ *           nobody reads are dropped.
+ *   key     what a piece is held under and served to (struct ra_key): one
+ *           client address, one dispatch key, one path, one set of
+ *           credentials.
+ *   shelf   the pieces held under one key.
+ *   share   a client's part of --read-ahead-memory: at most half of it.
+ *   reader  a client being served from a piece.
+ *
+ * A piece is served only to its key, only if it is exactly what is asked
+ * (a 206 whose Content-Range starts where the request does, of the object
+ * its series expected; or a whole object's 200), neither private nor
+ * no-store, and varying on nothing the client's request does not share
+ * with the proxy's. Anything else is refused before its first byte: the
+ * client's request goes to the origin as if nothing had been held.
+ *
+ * Bounded: --read-ahead-memory in all and half of it per client (a fetch
+ * that would pass either is not made, and counted as throttled), and a held
+ * piece nobody asked for within --read-ahead-ttl seconds is dropped
+ * (counted as wasted). A piece being fetched or read is never freed.
+ */
+#ifndef KP_RA_STORE_H
+#define KP_RA_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <ev.h>
+
+#include "kp/buf.h"
+#include "kp/config.h"
+#include "kp/env.h"
+#include "kp/http.h"
+#include "kp/ranges.h"
+#include "kp/source.h"
+
+struct ra_store;
+
+/* A client's request as read-ahead sees it. */
+struct ra_ask {
+	const struct sockaddr *client;     /* its address; the port does not matter */
+	const char *dispatch_key;          /* the dispatch key it went under */
+	const struct http_target *target;  /* host, port and key for a fetch of our own */
+	bool https;                        /* intercepted: to the origin over TLS */
+	bool restricted;                   /* a client beyond this machine */
+};
+
+/*
+ * A key: compared field by field, hashed with the project's one hash
+ * (table_hash_more). The path is as sent; its CMCD query parameters are
+ * left out wherever the key is hashed or compared (hls_cmcd_kept), since a
+ * player sends other values of them with every request for one object.
+ * The private fields that must match (Authorization, Cookie, and whatever
+ * the response's Vary names) are not in the key: serving compares them, in
+ * full, between the client's request and the proxy's, so that a piece
+ * fetched with other credentials is refused and counted (unsafe) rather
+ * than missed unseen, and its series stops.
+ */
+struct ra_key {
+	uint8_t family;                    /* AF_INET or AF_INET6 */
+	uint8_t addr[16];                  /* the client's address, IPv4 in the first 4 bytes */
+	const char *dispatch_key;
+	size_t dispatch_key_len;
+	const char *path;                  /* origin-form request-target */
+	size_t path_len;
+};
+
+/*
+ * A record of size bytes for a table keyed by ra_key (read-ahead's shelves,
+ * series and playlists), zeroed, with k stored at key_offset: its strings
+ * copied after the record, the path without CMCD. NULL when memory is
+ * exhausted; free() frees it all.
+ */
+void *ra_key_keep(const struct ra_key *k, size_t size, size_t key_offset);
+
+/* The key of ask's request for path. */
+void ra_key_make(struct ra_key *k, const struct ra_ask *ask, const char *path, size_t path_len);
+/* Do two keys name the same thing? b is a kept key (ra_key_keep). */
+bool ra_key_equal(const struct ra_key *a, const struct ra_key *b);
+/* Are they of one client, under one dispatch key (their paths aside)? */
+bool ra_key_same_client(const struct ra_key *a, const struct ra_key *b);
+uint32_t ra_key_hash(const struct ra_key *k);
+
+/* What the kernel and the fetches found of the path from this host to an origin. */
+struct ra_path {
+	double rtt;    /* seconds; 0: not known */
+	double rate;   /* bytes per second, the fastest a piece arrived at; 0: not known */
+};
+
+/* A fetch a predictor asks for. */
+struct ra_fetch {
+	const struct ra_ask *ask;          /* the client it is for */
+	const struct ra_key *key;          /* what it is held under */
+	struct buf *request;               /* the head to send; the store takes it either way */
+	struct byte_range range;           /* of the object; unused for a whole one */
+	bool whole;                        /* the whole object, asked without Range */
+	bool to_end;                       /* range ends at the object's last byte */
+	uint64_t expect;                   /* body bytes it should bring; 0: not known */
+	size_t charge;                     /* the most memory it may take; 0: never fetched */
+	/* The object the piece must be of (a range's series knows it); NULL: any. */
+	const struct object_identity *identity;
+	const char *identity_base;
+};
+
+/*
+ * Memory a piece may take: its body and its head. For a range of length
+ * bytes, that; for a whole object after one of length bytes (0: not
+ * known), half again as much, as the objects a player asks for in turn are
+ * of about one length (past it the fetch fails and the client asks the
+ * origin). 0, never fetched, past half of --read-ahead-memory, which also
+ * keeps every sum from wrapping.
+ */
+size_t ra_charge_range(const struct kp_config *cfg, uint64_t length);
+size_t ra_charge_whole(const struct kp_config *cfg, uint64_t length);
+
+/* NULL when memory is exhausted. */
+struct ra_store *ra_store_new(const struct proxy_env *env);
+/* Ends every fetch and frees every piece. */
+void ra_store_free(struct ra_store *st);
+
+/*
+ * Starts the fetch f asks for, unless the key holds that piece already
+ * (true, nothing new). False when it was not made: past a share or the
+ * memory in all (counted as throttled), or out of memory.
+ */
+bool ra_store_fetch(struct ra_store *st, const struct ra_fetch *f);
+
+/*
+ * A piece held or arriving for the client's request whose head is h (spans
+ * into base): a source to forward it from, or NULL to ask the origin. A
+ * request under a key that holds pieces, but none that answers it (the
+ * client seeked, or skipped more than one guess), is counted as a miss and
+ * the key's fetches far from done are ended (RA_DROP_FAR).
+ */
+struct source *ra_store_serve(struct ra_store *st, const struct ra_ask *ask,
+                              const struct http_head *h, const char *base);
+
+enum ra_drop {
+	RA_DROP_HELD,   /* held pieces nobody reads: another object, or a stopped series */
+	/*
+	 * Fetches nobody reads with more than a quarter to come: the client went
+	 * elsewhere. One nearly in is let finish, so its warm connection stays;
+	 * the others are ended with their connections.
+	 */
+	RA_DROP_FAR,
+};
+/* Drops the pieces under key that which names. */
+void ra_store_drop(struct ra_store *st, const struct ra_key *key, enum ra_drop which);
+
+/*
+ * Was a piece under key refused since the last call (not the piece to
+ * serve: another object, another range)? Its series should stop.
+ */
+bool ra_store_take_refusal(struct ra_store *st, const struct ra_key *key);
+
+/* Does key hold the piece that starts range (NULL: the whole object), fetched or arriving? */
+bool ra_store_has(const struct ra_store *st, const struct ra_key *key,
+                  const struct byte_range *range);
+
+/*
+ * Notes the round-trip time a client's own request for key came back
+ * over; make: start keeping figures for key if it has none yet.
+ */
+void ra_store_note_rtt(struct ra_store *st, const struct ra_key *key, double rtt, bool make);
+/* The path as the fetches under key found it (and the client's requests, its rtt). */
+struct ra_path ra_store_path(const struct ra_store *st, const struct ra_key *key);
+/* The path as every fetch for key's client found it. */
+struct ra_path ra_store_client_path(const struct ra_store *st, const struct ra_key *key);
+
+/* Drops what waited longer than --read-ahead-ttl; forgets keys quiet that long. */
+void ra_store_sweep(struct ra_store *st, ev_tstamp now);
+
+/*
+ * Pieces to keep in flight, at most most: the one the client reads now,
+ * and enough more to hold a round trip's worth of the path (rtt x rate);
+ * two until the path is known.
+ */
+unsigned ra_depth(const struct ra_path *path, uint64_t length, unsigned most);
+
+#endif

@@ -1,0 +1,363 @@
+#include "kp/ra_hls.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kp/clock.h"
+#include "kp/config.h"
+#include "kp/evglue.h"
+#include "kp/hls.h"
+#include "kp/log.h"
+#include "kp/ranges.h"
+
+/* Playlists held, all clients together; the least recently used goes first. */
+#define MAX_PLAYLISTS 32
+
+/* The latest media playlist one client was given at one URL. */
+struct held_playlist {
+	struct held_playlist *next;      /* most recently used first */
+	struct ra_key key;               /* its strings after the record */
+	struct hls_playlist *pl;
+	ev_tstamp used;
+	ev_tstamp followed;              /* a segment of it was last asked for; 0: never */
+};
+
+struct ra_playlist {
+	struct ra_hls *h;
+	struct ra_key key;               /* its strings after text and path */
+	char origin[300];                /* scheme://authority, for absolute URIs in it */
+	const char *path;                /* as sent, the base of its relative URIs */
+	size_t path_len;
+	size_t expected;                 /* its Content-Length */
+	size_t len;
+	char text[];                     /* expected bytes, then the path */
+};
+
+struct ra_hls {
+	const struct proxy_env *env;
+	struct ra_store *st;
+	struct held_playlist *playlists;
+	unsigned nplaylists;
+	/* One request's scratch, kept off the stack: a CMCD hint and the path it names. */
+	struct hls_cmcd hint;
+	char next_path[HLS_MAX_PATH];
+};
+
+static void
+held_free(struct ra_hls *h, struct held_playlist *p)
+{
+	hls_free(p->pl);
+	free(p);
+	h->nplaylists--;
+}
+
+/* Drops the least recently used playlist; false when none is held. */
+static bool
+forget_oldest(struct ra_hls *h)
+{
+	struct held_playlist **pp = &h->playlists, *p;
+
+	if (!*pp)
+		return false;
+	while ((*pp)->next)
+		pp = &(*pp)->next;
+	p = *pp;
+	*pp = NULL;
+	held_free(h, p);
+	return true;
+}
+
+/* ---- fetching segments ------------------------------------------------------------ */
+
+/*
+ * Asks the store for one segment, for the client ask is of, as the client
+ * would ask: the head the proxy sent for the one before, for another path,
+ * without its Range and preconditions (they were about that object), with
+ * the segment's Range if it is a range of path. expect: about how long it
+ * is (0: not known); charge: the memory it may take. False when it was not
+ * made.
+ */
+static bool
+fetch_segment(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *req,
+              const char *base, const struct hls_segment *seg, uint64_t expect, size_t charge)
+{
+	static const char *const drop[] = {"range",          "if-range",          "if-match",
+	                                   "if-none-match",  "if-modified-since", "if-unmodified-since",
+	                                   "content-length", "transfer-encoding", "expect",
+	                                   "upgrade",        NULL};
+	struct http_head_edit edit = {
+		.target = seg->path, .target_len = seg->path_len, .drop = drop,
+		.range = seg->has_range, .first = seg->range.first, .last = seg->range.last,
+	};
+	struct ra_key key;
+	struct ra_fetch f = {.ask = ask, .key = &key, .range = seg->range, .whole = !seg->has_range};
+	ssize_t n;
+
+	ra_key_make(&key, ask, seg->path, seg->path_len);
+	if (ra_store_has(h->st, &key, seg->has_range ? &seg->range : NULL))
+		return true;
+	if (seg->has_range) {
+		f.expect = seg->range.last - seg->range.first + 1;
+		f.charge = ra_charge_range(h->env->cfg, f.expect);
+	} else {
+		f.expect = expect;
+		f.charge = charge;
+	}
+	if (!(f.request = buf_get()))
+		return false;
+	n = http_write_edited_head(buf_tail(f.request), buf_room(f.request), req, base, &edit);
+	if (n < 0) {
+		buf_put(f.request);
+		return false;
+	}
+	f.request->end += (size_t)n;
+	return ra_store_fetch(h->st, &f);
+}
+
+/*
+ * A player's own word on what it asks for next (CMCD nor and nrr, read by
+ * hls.c): that object, or that range of it, is fetched for the client.
+ * An open nrr ("<start>-") is not followed: its length is not known.
+ */
+static void
+predict_cmcd(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *req,
+             const char *base, const struct http_head *resp)
+{
+	const char *path = base + req->url.off;
+	size_t path_len = req->url.len;
+	struct hls_segment next;
+	uint64_t length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
+
+	if (!hls_cmcd_read(req, base, path, path_len, &h->hint) ||
+	    (h->hint.has_nrr && h->hint.nrr.last == UINT64_MAX) ||
+	    !hls_cmcd_path(&h->hint, path, path_len, h->next_path, sizeof(h->next_path),
+	                   &next.path_len))
+		return;
+	next.path = h->next_path;
+	next.has_range = h->hint.has_nrr;
+	next.range = h->hint.nrr;
+	fetch_segment(h, ask, req, base, &next, length, ra_charge_whole(h->env->cfg, length));
+}
+
+/*
+ * The one way a series ends: the client went from playlist old to another
+ * (a variant switch), so the fetches of old's segments far from done are
+ * of no use now.
+ */
+static void
+series_stop(struct ra_hls *h, const struct ra_ask *ask, struct held_playlist *old)
+{
+	struct ra_key key;
+
+	for (size_t i = 0; i < old->pl->nsegments; i++) {
+		const struct hls_segment *seg = &old->pl->segments[i];
+
+		if (!seg->path)
+			continue;
+		ra_key_make(&key, ask, seg->path, seg->path_len);
+		ra_store_drop(h->st, &key, RA_DROP_FAR);
+	}
+	old->followed = 0;
+}
+
+/*
+ * The client was answered for a segment of a playlist it was given: the
+ * segments after it are fetched, as many as depth allows, each as long as
+ * half again this one may be (segments of one playlist are of a length).
+ */
+static void
+predict_segments(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *req,
+                 const char *base, const struct http_head *resp, double rtt)
+{
+	const struct kp_config *cfg = h->env->cfg;
+	const char *path = base + req->url.off;
+	size_t path_len = req->url.len;
+	struct held_playlist *p, **pp, *last = NULL;
+	const struct hls_segment *next;
+	struct byte_range asked;
+	enum range_form form = ranges_requested(req, base, &asked);
+	struct ra_key key;
+	struct ra_path known;
+	unsigned depth;
+	uint64_t length;
+	size_t charge;
+
+	ra_key_make(&key, ask, path, path_len);
+	for (pp = &h->playlists; (p = *pp) != NULL; pp = &p->next)
+		if (ra_key_same_client(&key, &p->key) &&
+		    hls_next(p->pl, path, path_len, form == RANGE_SINGLE, &asked, &next))
+			break;
+	if (!p)
+		return;
+	/* The playlist whose segments the client followed last, if another: it switched. */
+	for (struct held_playlist *o = h->playlists; o; o = o->next)
+		if (o != p && o->followed > p->followed && ra_key_same_client(&key, &o->key) &&
+		    (!last || o->followed > last->followed))
+			last = o;
+	if (last)
+		series_stop(h, ask, last);
+	*pp = p->next;
+	p->next = h->playlists;
+	h->playlists = p;
+	p->used = p->followed = clock_now(h->env->clock);
+	length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
+	charge = ra_charge_whole(cfg, length);
+	/*
+	 * Every segment is an object of its own, timed only once it is in:
+	 * until then, the path as this client's other fetches found it.
+	 */
+	ra_store_note_rtt(h->st, &key, rtt, false);
+	known = ra_store_path(h->st, &key);
+	if (known.rate <= 0) {
+		struct ra_path client = ra_store_client_path(h->st, &key);
+
+		if (client.rate > 0 || client.rtt > 0)
+			known = client;
+	}
+	depth = ra_depth(&known, length, cfg->read_ahead_depth);
+	for (unsigned i = 0; i < depth; i++) {
+		const struct hls_segment *seg = next;
+
+		if (!fetch_segment(h, ask, req, base, seg, length, charge) ||
+		    !hls_next(p->pl, seg->path, seg->path_len, seg->has_range, &seg->range, &next))
+			break;
+	}
+}
+
+void
+ra_hls_heard(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *req,
+             const char *base, const struct http_head *resp, const char *rbase, double rtt)
+{
+	(void)rbase;
+	if (resp->status != 200 && resp->status != 206)
+		return;
+	predict_cmcd(h, ask, req, base, resp);
+	if (h->playlists)
+		predict_segments(h, ask, req, base, resp, rtt);
+}
+
+/* ---- reading playlists ------------------------------------------------------------ */
+
+struct ra_playlist *
+ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *resp,
+            const char *rbase)
+{
+	const char *ctype = NULL, *path = ask->target->path;
+	size_t ctype_len = 0, path_len = ask->target->path_len, size;
+	struct ra_playlist *p;
+	struct ra_key key;
+
+	if (resp->status != 200 || !(resp->llhttp_flags & F_CONTENT_LENGTH) ||
+	    (resp->llhttp_flags & F_CHUNKED) || resp->content_length == 0 ||
+	    resp->content_length > HLS_MAX_PLAYLIST)
+		return NULL;
+	for (unsigned i = 0; i < resp->nfields; i++)
+		if (http_span_is(rbase, resp->fields[i].name, "content-type")) {
+			ctype = rbase + resp->fields[i].value.off;
+			ctype_len = resp->fields[i].value.len;
+		}
+	if (!hls_is_playlist(ctype, ctype_len, path, path_len))
+		return NULL;
+	ra_key_make(&key, ask, path, path_len);
+	size = sizeof(*p) + (size_t)resp->content_length + path_len;
+	if (!(p = ra_key_keep(&key, size, offsetof(struct ra_playlist, key))))
+		return NULL;
+	p->h = h;
+	p->expected = (size_t)resp->content_length;
+	memcpy(p->text + p->expected, path, path_len);
+	p->path = p->text + p->expected;
+	p->path_len = path_len;
+	/* As the client wrote it: a playlist's absolute URIs are written the same way. */
+	snprintf(p->origin, sizeof(p->origin), "%s://%s", ask->https ? "https" : "http",
+	         ask->target->authority);
+	return p;
+}
+
+void
+ra_hls_data(struct ra_playlist *p, const char *data, size_t len)
+{
+	size_t room = p->expected - p->len;
+
+	if (len > room)
+		len = room;
+	memcpy(p->text + p->len, data, len);
+	p->len += len;
+}
+
+void
+ra_hls_close(struct ra_playlist *p, bool complete)
+{
+	struct ra_hls *h = p->h;
+	struct held_playlist *held, **hp;
+	struct hls_playlist *pl;
+
+	if (!complete || p->len != p->expected ||
+	    hls_parse(p->text, p->len, p->path, p->path_len, p->origin, strlen(p->origin), &pl) !=
+	            HLS_MEDIA) {
+		free(p);
+		return;
+	}
+	/* The latest one replaces what was held: a live playlist lists only what is there now. */
+	for (hp = &h->playlists; (held = *hp) != NULL; hp = &held->next)
+		if (ra_key_equal(&p->key, &held->key))
+			break;
+	if (held) {
+		*hp = held->next;
+		hls_free(held->pl);
+	} else {
+		if (h->nplaylists >= MAX_PLAYLISTS)
+			forget_oldest(h);
+		if (!(held = ra_key_keep(&p->key, sizeof(*held), offsetof(struct held_playlist, key)))) {
+			hls_free(pl);
+			free(p);
+			return;
+		}
+		h->nplaylists++;
+	}
+	held->pl = pl;
+	held->used = clock_now(h->env->clock);
+	held->next = h->playlists;
+	h->playlists = held;
+	log_debug("read-ahead: playlist %.*s: %zu segments", (int)p->path_len, p->path,
+	          pl->nsegments);
+	free(p);
+}
+
+void
+ra_hls_sweep(struct ra_hls *h, ev_tstamp now)
+{
+	for (struct held_playlist **pp = &h->playlists; *pp;) {
+		struct held_playlist *p = *pp;
+
+		if (now - p->used > h->env->cfg->read_ahead_ttl) {
+			*pp = p->next;
+			held_free(h, p);
+		} else {
+			pp = &p->next;
+		}
+	}
+}
+
+struct ra_hls *
+ra_hls_new(const struct proxy_env *env, struct ra_store *st)
+{
+	struct ra_hls *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->env = env;
+	h->st = st;
+	return h;
+}
+
+void
+ra_hls_free(struct ra_hls *h)
+{
+	if (!h)
+		return;
+	while (forget_oldest(h))
+		;
+	free(h);
+}
