@@ -304,6 +304,15 @@ class FormMap {
 		return s;
 	}
 
+	/* [ option, section ] as in LuCI, or null */
+	lookupOption(name, sid) {
+		for (const s of this.children)
+			for (const o of s.children)
+				if (o.option == name && (sid == null || s.name == sid))
+					return [ o, s.name ];
+		return null;
+	}
+
 	render() {
 		return uci.load(this.config).then(() => {
 			const el = E('div', { 'class': 'cbi-map', 'id': 'cbi-' + this.config }, [

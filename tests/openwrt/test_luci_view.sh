@@ -180,7 +180,7 @@ check("the certificate is offered as a file, as the plugin gave it",
       offered)
 calls = [(c["object"], c["method"], c["params"]) for c in json.loads(page.ids["calls"]["text"])]
 check("Create CA calls make_ca, then restarts keepalive-proxy",
-      calls[-2:] == [("keepalive-proxy", "make_ca", {}),
+      calls[-2:] == [("luci.keepalive-proxy", "make_ca", {"intercept": ["*.googlevideo.com"]}),
                      ("rc", "init", {"name": "keepalive-proxy", "action": "restart"})], calls)
 check("Create CA says where the CA is", "A new CA is in /etc/keepalive-proxy." in page.text)
 
