@@ -206,8 +206,8 @@ return view.extend({
 		}
 		this.checkEl.replaceChildren(
 			E('p', [ (r.limited
-				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the saved settings:')
-				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the saved settings.'))
+				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the applied settings:')
+				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the applied settings.'))
 				.format(r.path.rtt_ms, r.path.rate_mbit) ]),
 			...r.findings.map(finding));
 	},
@@ -301,10 +301,16 @@ return view.extend({
 
 		o = s.taboption('general', form.Value, 'stats_listen', _('Stats listener'),
 			_('Where keepalive-proxy serves its counters; the status above is read from it. Loopback only.'));
-		o.datatype = 'ipaddrport(1)';
 		o.placeholder = '127.0.0.1:9251';
+		/*
+		 * No datatype: LuCI's ipaddrport() leaves its validator holding the
+		 * port alone, and that is what validate() would be given.
+		 */
 		o.validate = function(section_id, value) {
-			if (value && !/^(127\.[0-9.]+|\[::1\]):[0-9]+$/.test(value))
+			const m = /^(?:127\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})|\[::1\]):([0-9]{1,5})$/.exec(value);
+
+			if (value && !(m && [ m[1], m[2], m[3] ].every((n) => n == null || +n <= 255) &&
+			               +m[4] >= 1 && +m[4] <= 65535))
 				return _('a loopback address and port, such as 127.0.0.1:9251');
 			return true;
 		};
