@@ -18,14 +18,30 @@
  * L.loadView(url) loads a view as LuCI does: it fetches the source, reads
  * its 'require NAME' lines, runs it as a function of those modules, then
  * calls the view's load() and render() and puts the result in
- * #maincontent. Each option's validate() runs on its value once drawn; a
- * refusal marks the field cbi-input-invalid with the reason in data-error.
- * E() writes a null or undefined in an array out as text, as LuCI releases
- * do, so that the page shows it.
+ * #maincontent. E() writes a null or undefined in an array out as text, as
+ * LuCI releases do, so that the page shows it.
+ *
+ * What LuCI does that this keeps, checked against LuCI's modules by
+ * test_luci_real.sh where a checkout of openwrt/luci is at hand:
+ *   - each option's datatype is checked as validation.js checks it, for the
+ *     types the view uses (port, uinteger, min(), ipaddr(), cidr, and(),
+ *     or()), then its validate(); a DynamicList checks each entry alone;
+ *     a refusal marks the field cbi-input-invalid, the reason in data-error;
+ *   - standIn.save() saves as form.js's Map.save(): refused, with LuCI's
+ *     message, while a field is invalid; else the values go into
+ *     standIn.uci, as uci.js stages them, and standIn.saved counts it;
+ *   - a reply { ubus: CODE } is a ubus error: the call rejects with rpc.js's
+ *     message when declared with reject: true, else resolves to expect's
+ *     default; a reply { rpcError: [CODE, MESSAGE] } always rejects;
+ *   - a Button is drawn as form.js draws one: the button inside
+ *     <output for="cbid..."> and a hidden field with the cbid;
+ *   - standIn.poll() runs every poll.add function once more, as a tick.
+ * What it does not: LuCI's markup beyond that, tabs, the apply and its
+ * rollback, sessions and ACLs (see test_luci_real.sh and luci-rpcd.py).
  */
 'use strict';
 
-window.standIn = { uci: {}, replies: {}, calls: [], polls: [] };
+window.standIn = { uci: {}, replies: {}, calls: [], polls: [], saved: 0 };
 
 /* E(tag, [attributes], [children]): a string alone is HTML, in an array text. */
 window.E = function(tag, attrs, children) {
@@ -102,6 +118,17 @@ const rpc = {
 			(opts.params || []).forEach((p, i) => { params[p] = arguments[i]; });
 			window.standIn.calls.push({ object: opts.object, method: opts.method, params: params });
 			let r = JSON.parse(JSON.stringify(reply(opts.object + '.' + opts.method) ?? null));
+			const where = opts.object + '/' + opts.method;
+
+			if (r && r.rpcError)
+				return Promise.reject(new Error('RPC call to %s failed with error %d: %s'
+					.format(where, r.rpcError[0], r.rpcError[1])));
+			if (r && typeof(r.ubus) == 'number') {
+				if (opts.reject)
+					return Promise.reject(new Error('RPC call to %s failed with ubus code %d: %s'
+						.format(where, r.ubus, ubusStatus[r.ubus] || 'Unknown error code')));
+				r = r.ubus;
+			}
 			/* expect, as LuCI reads it: one key, '' for the whole reply */
 			for (const k in (opts.expect || {})) {
 				if (r != null && k != '')
@@ -114,14 +141,93 @@ const rpc = {
 	}
 };
 
-/* The first tick is at once, as in LuCI; later ones are not needed here. */
+/* rpc.js's texts for ubus status codes */
+const ubusStatus = [ 'Command OK', 'Invalid command', 'Invalid argument', 'Method not found',
+	'Resource not found', 'No data received', 'Permission denied', 'Request timeout',
+	'Not supported', 'Unspecified error', 'Connection lost' ];
+
+/* The first tick is at once, as in LuCI; standIn.poll() is the next one. */
+const pollFns = [];
 const poll = {
 	add(fn, interval) {
 		window.standIn.polls.push(interval);
+		pollFns.push(fn);
 		window.setTimeout(fn, 0);
 		return true;
 	}
 };
+window.standIn.poll = () => Promise.all(pollFns.map((fn) => Promise.resolve(fn())));
+
+/*
+ * Datatypes, by the rules of LuCI's validation.js for the types the view
+ * uses: "name" or "name(args)", and() and or() of them. true, or why not.
+ */
+function parseType(text) {
+	let i = 0;
+	const expr = () => {
+		const m = /^[a-z0-9_.]+/i.exec(text.slice(i));
+		const node = { name: m[0], args: [] };
+
+		i += m[0].length;
+		if (text[i] == '(') {
+			i++;
+			while (text[i] != ')') {
+				node.args.push(expr());
+				if (text[i] == ',')
+					i++;
+			}
+			i++;
+		}
+		return node;
+	};
+	return expr();
+}
+
+function ip4(v) {
+	const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(v);
+	return m != null && m.slice(1).every((n) => +n <= 255);
+}
+
+function ip6(v) {
+	if (!/^[0-9a-fA-F:.]+$/.test(v))
+		return false;
+	try {
+		new URL('http://[' + v + ']/');
+		return true;
+	}
+	catch (e) {
+		return false;
+	}
+}
+
+const datatypes = {
+	port: (v) => /^-?[0-9]+$/.test(v) && +v >= 0 && +v <= 65535 || _('valid port value'),
+	uinteger: (v) => /^-?[0-9]+$/.test(v) && +v >= 0 || _('positive integer value'),
+	min: (v, min) => +v >= +min.name || _('value greater or equal to %f').format(min.name),
+	ipaddr: (v, nomask) => (nomask ? ip4(v) || ip6(v)
+		: datatypes.cidr(v) === true || ip4(v) || ip6(v)) || _('valid IP address'),
+	cidr: (v) => {
+		const m = /^(.+)\/([0-9]{1,3})$/.exec(v);
+		return m != null && (ip4(m[1]) && +m[2] <= 32 || ip6(m[1]) && +m[2] <= 128) ||
+			_('valid IPv4 or IPv6 CIDR');
+	},
+	and: (v, ...types) => {
+		for (const t of types) {
+			const r = checkType(t, v);
+			if (r !== true)
+				return r;
+		}
+		return true;
+	},
+	or: (v, ...types) => types.some((t) => checkType(t, v) === true) ||
+		_('One of the following: %s').format(types.map((t) => t.name).join(', '))
+};
+
+function checkType(node, v) {
+	if (!datatypes[node.name])
+		throw new Error('the stand-in has no datatype ' + node.name);
+	return datatypes[node.name](v, ...node.args);
+}
 
 const ui = {
 	/* A click handler that disables its button while the promise fn returns runs. */
@@ -190,14 +296,30 @@ class AbstractValue {
 		]);
 	}
 
+	/* One value: empty is fine, then the datatype, then validate(). */
+	verdict(sid, value) {
+		if (value == null || value === '')
+			return true;
+		const why = this.datatype ? checkType(parseType(this.datatype), String(value)) : true;
+
+		if (why !== true)
+			return _('Expecting: %s').format(why);
+		return this.validate ? this.validate(sid, value) : true;
+	}
+
+	/* Marks the field when its value is refused; true when it is not. */
 	check(sid) {
 		const el = document.getElementById(this.cbid(sid));
-		const why = this.validate ? this.validate(sid, this.formvalue(sid)) : true;
+		const why = this.verdict(sid, this.formvalue(sid));
 
-		if (el && why !== true) {
-			el.classList.add('cbi-input-invalid');
-			el.setAttribute('data-error', why);
+		if (el) {
+			el.classList.toggle('cbi-input-invalid', why !== true);
+			if (why !== true)
+				el.setAttribute('data-error', why);
+			else
+				el.removeAttribute('data-error');
 		}
+		return why === true;
 	}
 }
 
@@ -221,6 +343,16 @@ class Flag extends AbstractValue {
 }
 
 class DynamicList extends AbstractValue {
+	/* As LuCI: each entry alone, the first refusal is the list's. */
+	verdict(sid, value) {
+		for (const v of (value || [])) {
+			const why = super.verdict(sid, v);
+			if (why !== true)
+				return why;
+		}
+		return true;
+	}
+
 	widget(sid, value) {
 		const items = value == null ? [] : Array.isArray(value) ? value : [ value ];
 
@@ -239,9 +371,13 @@ class DynamicList extends AbstractValue {
 
 class Button extends AbstractValue {
 	widget(sid) {
-		return E('button', { 'class': 'cbi-button cbi-button-' + (this.inputstyle || 'button'),
-			'id': this.cbid(sid), 'click': (ev) => this.onclick(ev, sid) },
-			[ this.inputtitle || this.title ]);
+		return E('div', {}, [
+			E('output', { 'for': this.cbid(sid) }, [
+				E('button', { 'class': 'cbi-button cbi-button-' + (this.inputstyle || 'button'),
+					'click': (ev) => this.onclick(ev, sid) }, [ this.inputtitle || this.title ])
+			]),
+			E('input', { 'type': 'hidden', 'id': this.cbid(sid) })
+		]);
 	}
 
 	formvalue() {
@@ -296,12 +432,50 @@ class FormMap {
 	constructor(config, title, description) {
 		Object.assign(this, { config: config, title: title || '', description: description || '',
 			children: [] });
+		window.standIn.maps.push(this);
 	}
 
 	section(cls, ...args) {
 		const s = new cls(this, ...args);
 		this.children.push(s);
 		return s;
+	}
+
+	/*
+	 * As form.js's Map.save(): every field checked, the first refusal
+	 * rejects with LuCI's message; else the values are staged.
+	 */
+	save() {
+		for (const s of this.children)
+			for (const o of s.children) {
+				if (o instanceof Button || o.check(s.name))
+					continue;
+				return Promise.reject(new TypeError('Option "%s" contains an invalid input value.'
+					.format(o.title || o.option)));
+			}
+		for (const s of this.children) {
+			const values = window.standIn.uci[this.config][s.name];
+			for (const o of s.children) {
+				const v = o.formvalue(s.name);
+				if (o instanceof Button)
+					continue;
+				if (v == null || v === '' || (Array.isArray(v) && !v.length))
+					delete values[o.option];
+				else
+					values[o.option] = v;
+			}
+		}
+		window.standIn.saved++;
+		return Promise.resolve();
+	}
+
+	/* [ option, section ] as in LuCI, or null */
+	lookupOption(name, sid) {
+		for (const s of this.children)
+			for (const o of s.children)
+				if (o.option == name && (sid == null || s.name == sid))
+					return [ o, s.name ];
+		return null;
 	}
 
 	render() {
@@ -319,6 +493,9 @@ class FormMap {
 		});
 	}
 }
+
+window.standIn.maps = [];
+window.standIn.save = () => Promise.all(window.standIn.maps.map((m) => m.save()));
 
 const form = {
 	Map: FormMap,

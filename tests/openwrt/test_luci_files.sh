@@ -1,10 +1,12 @@
 #!/bin/sh
 # The LuCI app's files agree with each other and with what exists: its JSON
-# parses; the menu's view is a file under htdocs; the ACL grants the methods
-# the rpcd plugin lists (run for real), those that change nothing as reads
-# only, and the UCI config the package installs; the view calls only what the ACL grants, and its settings are
-# options the init script reads; the Makefile depends on packages the feed
-# defines.
+# parses; the menu's view is a file under htdocs; the rpcd plugin is named
+# as LuCI names them, luci.<app>, after its ubus object, and is written
+# with jshn; the ACL grants the methods the plugin lists (run for real, on
+# jshn-stand-in.sh, see luci-plugin.sh), those that change nothing as reads
+# only, and the UCI config the package installs; the view calls only what
+# the ACL grants, and its settings are options the init script reads; the
+# Makefile depends on packages the feed defines.
 #
 # Usage: test_luci_files.sh
 # Exits 77 (skipped) without python3.
@@ -17,10 +19,14 @@ if ! command -v python3 >/dev/null 2>&1; then
 	exit 77
 fi
 
-exec python3 - "$here/../../contrib/openwrt" <<'EOF'
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sh "$here/luci-plugin.sh" "$work"
+
+python3 - "$here/../../contrib/openwrt" "$work" <<'EOF'
 import glob, json, os, re, subprocess, sys
 
-feed = sys.argv[1]
+feed, offrouter = sys.argv[1], sys.argv[2]
 app = os.path.join(feed, "luci-app-keepalive-proxy")
 root = os.path.join(app, "root")
 views = os.path.join(app, "htdocs/luci-static/resources/view")
@@ -76,7 +82,7 @@ for name in uci:
 
 
 def ubus(mode):
-    return {m for a in acl.values() for m in a.get(mode, {}).get("ubus", {}).get("keepalive-proxy", [])}
+    return {m for a in acl.values() for m in a.get(mode, {}).get("ubus", {}).get("luci.keepalive-proxy", [])}
 
 
 # A page open with read access only must not make a CA, and may check the host.
@@ -96,7 +102,9 @@ for obj, methods in granted.items():
     if not os.access(path, os.X_OK):
         check("ACL: object %s is an executable rpcd plugin" % obj, False, path)
         continue
-    out = subprocess.run([path, "list"], capture_output=True, text=True).stdout
+    # Run as rpcd runs it, with jshn-stand-in.sh for libubox's jshn.sh.
+    out = subprocess.run([os.path.join(offrouter, obj), "list"], capture_output=True,
+                         text=True).stdout
     try:
         listed[obj] = set(json.loads(out))
     except ValueError as e:
@@ -106,6 +114,14 @@ for obj, methods in granted.items():
           "listed %s, granted %s" % (sorted(listed[obj]), sorted(methods)))
 check("every rpcd plugin is granted in the ACL",
       set(os.listdir(plugins)) <= set(granted), str(os.listdir(plugins)))
+# LuCI's own plugins are luci.<name> (luci, luci.rpc-style objects); the
+# object is the file's name, so the file is named so.
+for name in os.listdir(plugins):
+    check("rpcd plugin %s is named luci.<app>" % name, name.startswith("luci."))
+    src = open(os.path.join(plugins, name)).read()
+    check("rpcd plugin %s is written with jshn" % name,
+          re.search(r"^\. /usr/share/libubox/jshn\.sh$", src, re.M) is not None
+          and all(f in src for f in ("json_init", "json_add_", "json_dump", "json_load")))
 
 # The view: what it calls, and the options it edits.
 for js in glob.glob(os.path.join(views, "*.js")):

@@ -5,8 +5,15 @@
 # fields with those values, the status its numbers as polled, the host
 # check its findings (what limits with its cost and fix) and a fresh report
 # on "Check again", the CA buttons must offer the certificate as a file and
-# make the CA, and a LAN left open must be flagged. A screenshot, luci-view.png, is left in the
-# working directory.
+# make the CA with the list shown, a port of 70000 must be refused by its
+# datatype and Save with it, each list entry be checked alone, Save stage
+# the values, a status poll that fails show its ubus error without the
+# numbers from before and the next poll recover, and a LAN left open must
+# be flagged. A screenshot, luci-view.png, is left in the working directory.
+#
+# This runs everywhere, CI included. test_luci_real.sh runs the same view on
+# LuCI's own modules where a checkout of openwrt/luci is given (not in CI);
+# the stand-in keeps the rules that test checks (see luci-stand-in.js).
 #
 # Usage: test_luci_view.sh
 # Exits 77 (skipped) without Chromium (or $KP_CHROMIUM) or python3.
@@ -105,15 +112,17 @@ check("the stats listener shows its UCI value", field("stats_listen").get("value
 check("the allow list shows its items",
       [e["data-value"] for e in page.elements if "data-value" in e][:2] == ["192.168.1.0/24", "fd00::/8"])
 check("read-ahead is ticked", "checked" in field("read_ahead"))
-check("the CA buttons are there",
-      field("_make_ca").get("text") == "Create CA" and field("_download_ca").get("text") == "Download certificate")
+buttons = {e.get("for"): e["text"] for e in page.elements if e["tag"] == "output"}
+check("the CA buttons are there, drawn as form.js draws a Button",
+      buttons.get("cbid.keepalive-proxy.main._make_ca") == "Create CA"
+      and buttons.get("cbid.keepalive-proxy.main._download_ca") == "Download certificate", buttons)
 check("no field of a sound setup is flagged",
       not [e for e in page.elements if "cbi-input-invalid" in e.get("class", "")])
 
 shown = {k[3:]: v["text"] for k, v in page.ids.items() if k.startswith("kp-") and k != "kp-status"}
 want = {
-    "requests": "4243",  # the poll's answer, not load()'s 4242
-    "reused": "4001",
+    "requests": "4244",  # the last poll's answer, not load()'s 4242
+    "reused": "4002",
     "new": "200",
     "readahead": "37",
     "local": "5",
@@ -180,9 +189,28 @@ check("the certificate is offered as a file, as the plugin gave it",
       offered)
 calls = [(c["object"], c["method"], c["params"]) for c in json.loads(page.ids["calls"]["text"])]
 check("Create CA calls make_ca, then restarts keepalive-proxy",
-      calls[-2:] == [("keepalive-proxy", "make_ca", {}),
-                     ("rc", "init", {"name": "keepalive-proxy", "action": "restart"})], calls)
+      ("luci.keepalive-proxy", "make_ca", {"intercept": ["*.googlevideo.com"]}) in calls
+      and calls[calls.index(("luci.keepalive-proxy", "make_ca", {"intercept": ["*.googlevideo.com"]})) + 1]
+      == ("rc", "init", {"name": "keepalive-proxy", "action": "restart"}), calls)
 check("Create CA says where the CA is", "A new CA is in /etc/keepalive-proxy." in page.text)
+
+refused = json.loads(page.ids["save-refused"]["text"])
+check("a port of 70000 is refused by its datatype, and Save with it",
+      refused and refused["flagged"] and refused["saved"] == 0
+      and refused["message"] == 'Option "Port" contains an invalid input value.', refused)
+lists = json.loads(page.ids["lists"]["text"])
+check("a list entry is checked alone: a second host to intercept passes, a bad network is refused",
+      lists == {"intercept": True, "allow": False}, lists)
+saved = json.loads(page.ids["saved"]["text"])
+check("Save stages the values",
+      saved["saved"] == 1 and saved["uci"]["intercept"] == ["*.googlevideo.com", "cdn.example.org"]
+      and saved["uci"]["port"] == "3128" and "_make_ca" not in saved["uci"], saved)
+err = json.loads(page.ids["poll-error"]["text"])
+check("a status poll that fails shows the ubus error, not the numbers from before",
+      err == {"state": "RPC call to luci.keepalive-proxy/status failed with ubus code 7: Request timeout",
+              "requests": "-"}, err)
+again = json.loads(page.ids["poll-again"]["text"])
+check("the next poll shows numbers again", again["requests"] == "4244", again)
 
 page = Page(sys.argv[2])
 check("open LAN: the listen address is flagged",

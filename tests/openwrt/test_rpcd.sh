@@ -7,10 +7,12 @@
 # when the binary has TLS, the CA it makes and the certificate it hands out,
 # and the host check's report, judged with the saved flags.
 #
-# Real: the plugin, unchanged, run as rpcd runs it, and the binary under
-# test. Stand-ins, first in PATH: uci and uclient-fetch (uci-stand-in.sh and
-# uclient-fetch-stand-in.sh, see each), and keepalive-proxy, a link to the
-# binary.
+# Real: the plugin, run as rpcd runs it (arguments as JSON on standard
+# input), and the binary under test. Stand-ins: libubox's jshn.sh
+# (jshn-stand-in.sh, which the plugin sources in its place, see
+# luci-plugin.sh), and first in PATH uci and uclient-fetch (uci-stand-in.sh
+# and uclient-fetch-stand-in.sh, see each), and keepalive-proxy, a link to
+# the binary.
 #
 # Usage: test_rpcd.sh KEEPALIVE-PROXY-BINARY
 # Exits 77 (skipped) without python3 or curl.
@@ -20,7 +22,6 @@ set -eu
 bin=${1:?usage: $0 KEEPALIVE-PROXY-BINARY}
 case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-plugin="$here/../../contrib/openwrt/luci-app-keepalive-proxy/root/usr/libexec/rpcd/keepalive-proxy"
 
 for tool in python3 curl; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
@@ -42,7 +43,9 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 failed=0
 
-mkdir "$work/bin" "$work/fetch" "$work/www"
+mkdir "$work/bin" "$work/fetch" "$work/www" "$work/rpcd"
+sh "$here/luci-plugin.sh" "$work/rpcd"
+plugin="$work/rpcd/luci.keepalive-proxy"
 ln -s "$bin" "$work/bin/keepalive-proxy"
 ln -s "$here/uci-stand-in.sh" "$work/bin/uci"
 ln -s "$here/uclient-fetch-stand-in.sh" "$work/fetch/uclient-fetch"
@@ -91,10 +94,12 @@ set_uci()
 	printf "config keepalive-proxy 'main'\n%s\n" "$1" >"$work/uci"
 }
 
-# call METHOD [PATH]: the plugin's answer, in $work/out, as rpcd would run it
+# call METHOD [PATH] [INPUT]: the plugin's answer, in $work/out, as rpcd
+# would run it: the arguments with the caller's session, as JSON on stdin.
 call()
 {
-	echo '{}' | PATH="${2:-$router_path}" "$plugin" call "$1" >"$work/out"
+	printf '%s' "${3:-"{\"ubus_rpc_session\":\"0123456789abcdef0123456789abcdef\"}"}" |
+		PATH="${2:-$router_path}" "$plugin" call "$1" >"$work/out"
 }
 
 # check NAME PYTHON-EXPRESSION: the expression must be true of the answer
@@ -120,8 +125,8 @@ EOF
 
 # --- list: the methods the ACL grants ---------------------------------------
 "$plugin" list >"$work/out"
-check "list names the four methods" \
-	'sorted(j) == ["ca_certificate", "check_host", "make_ca", "status"]'
+check "list names the four methods, make_ca's argument an array" \
+	'sorted(j) == ["ca_certificate", "check_host", "make_ca", "status"] and j["make_ca"] == {"intercept": []}'
 
 # --- the daemon, an origin, and traffic -------------------------------------
 printf 'hello\n' >"$work/www/a.txt"
@@ -161,6 +166,8 @@ curl -sSf "http://127.0.0.1:$stats/stats" >"$work/stats"
 check "status gives what /stats gives" \
 	'all(j["stats"][k] == s[k] for k in ("requests_total", "upstream_reused_total", "requests_on_new_connection_total", "bytes_to_clients_total", "idle_upstream_connections", "saved_seconds_total", "errors_total", "idle_per_host"))'
 check "status counts the two requests" 'j["stats"]["requests_total"] == 2'
+check "status keeps the keys of idle_per_host as /stats has them (jshn would not)" \
+	'list(j["stats"]["idle_per_host"]) == list(s["idle_per_host"]) and any(":" in k for k in s["idle_per_host"])'
 check "status names the listener and the binary" \
 	'j["listen"] == "127.0.0.1:'"$stats"'" and j["version"].startswith("keepalive-proxy ")'
 if grep -qxF "http://127.0.0.1:$stats/stats" "$work/fetched"; then
@@ -215,7 +222,13 @@ else
 	set_uci "	option ca_dir '$work/ca'
 	list intercept '*.example.com'
 	list intercept 'cdn.example.net'"
-	(cd "$work" && call make_ca)
+	call make_ca "" '{"intercept":["*.example.com","cdn.example.net","more.example.org"],"ubus_rpc_session":"x"}'
+	check "make_ca refuses a list that is not the applied one: Save & Apply first" \
+		'"Save & Apply first" in j["error"] and "ca_dir" not in j and "intercept" not in j'
+	if [ -e "$work/ca" ]; then
+		fail "make_ca made a CA for a list that is not applied"
+	fi
+	(cd "$work" && call make_ca "" '{"intercept":["*.example.com","cdn.example.net"],"ubus_rpc_session":"x"}')
 	check "make_ca writes the CA into ca_dir" \
 		'j["ca_dir"] == "'"$work/ca"'" and "Wrote a new CA" in j["message"]'
 	if openssl x509 -in "$work/ca/ca.crt" -noout -ext nameConstraints >"$work/why" 2>&1 &&

@@ -8,34 +8,43 @@
 /*
  * keepalive-proxy's settings (/etc/config/keepalive-proxy), its interception
  * CA, its live numbers and its host check. The numbers come through the rpcd
- * plugin (/usr/libexec/rpcd/keepalive-proxy), which fetches /stats from the
- * daemon's stats listener on loopback: the listener is never opened to the
- * LAN for this page. The host check is keepalive-proxy --check-host, run by
- * the plugin with the saved settings.
+ * plugin luci.keepalive-proxy (/usr/libexec/rpcd/luci.keepalive-proxy),
+ * which fetches /stats from the daemon's stats listener on loopback: the
+ * listener is never opened to the LAN for this page. The host check is
+ * keepalive-proxy --check-host, run by the plugin with the applied settings.
+ *
+ * The plugin's calls reject on a ubus error too (reject: true), as they do
+ * on an RPC error, so that the page says what failed instead of showing an
+ * empty answer.
  */
 
 const callStatus = rpc.declare({
-	object: 'keepalive-proxy',
+	object: 'luci.keepalive-proxy',
 	method: 'status',
-	expect: { '': {} }
+	expect: { '': {} },
+	reject: true
 });
 
 const callMakeCa = rpc.declare({
-	object: 'keepalive-proxy',
+	object: 'luci.keepalive-proxy',
 	method: 'make_ca',
-	expect: { '': {} }
+	params: [ 'intercept' ],
+	expect: { '': {} },
+	reject: true
 });
 
 const callCaCertificate = rpc.declare({
-	object: 'keepalive-proxy',
+	object: 'luci.keepalive-proxy',
 	method: 'ca_certificate',
-	expect: { '': {} }
+	expect: { '': {} },
+	reject: true
 });
 
 const callCheckHost = rpc.declare({
-	object: 'keepalive-proxy',
+	object: 'luci.keepalive-proxy',
 	method: 'check_host',
-	expect: { '': {} }
+	expect: { '': {} },
+	reject: true
 });
 
 const callInit = rpc.declare({
@@ -45,7 +54,12 @@ const callInit = rpc.declare({
 	expect: { result: false }
 });
 
-const noAnswer = _('No answer from the rpcd plugin keepalive-proxy.');
+const noAnswer = _('No answer from the rpcd plugin luci.keepalive-proxy.');
+
+/* A failed call as an answer with its reason, as the plugin gives one. */
+function failed(e) {
+	return { error: (e && e.message) || String(e) };
+}
 
 function count(n) {
 	return (typeof(n) == 'number') ? String(n) : '-';
@@ -133,8 +147,8 @@ const statusRows = [
 return view.extend({
 	load() {
 		return Promise.all([
-			L.resolveDefault(callStatus(), {}),
-			L.resolveDefault(callCheckHost(), {})
+			callStatus().catch(failed),
+			callCheckHost().catch(failed)
 		]);
 	},
 
@@ -155,9 +169,13 @@ return view.extend({
 	updateStatus(st) {
 		const what = st.version ? st.version + (st.tls ? ' (TLS: ' + st.tls + ')' : '') : '';
 
+		/* No numbers from before the error: they would pass for current ones. */
 		if (st.error || !st.stats) {
 			this.stateEl.textContent = st.error || noAnswer;
 			this.stateEl.className = 'alert-message warning';
+			statusRows.forEach((row) => {
+				this.cells[row[0]].textContent = '-';
+			});
 			return;
 		}
 		this.stateEl.className = '';
@@ -188,19 +206,26 @@ return view.extend({
 		}
 		this.checkEl.replaceChildren(
 			E('p', [ (r.limited
-				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the saved settings:')
-				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the saved settings.'))
+				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the applied settings:')
+				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the applied settings.'))
 				.format(r.path.rtt_ms, r.path.rate_mbit) ]),
 			...r.findings.map(finding));
 	},
 
 	handleCheck() {
-		return L.resolveDefault(callCheckHost(), {}).then((res) => this.updateCheck(res));
+		return callCheckHost().catch(failed).then((res) => this.updateCheck(res));
 	},
 
-	/* Messages go to E() in an array, where a string is text; alone it is HTML. */
-	handleMakeCa() {
-		return callMakeCa().then((res) => {
+	/*
+	 * Messages go to E() in an array, where a string is text; alone it is HTML.
+	 * The CA is made from the applied list, the one keepalive-proxy intercepts:
+	 * the plugin is given the list the page shows, and refuses when that is
+	 * not the applied one (edited here, or saved but not applied yet).
+	 */
+	handleMakeCa(section_id) {
+		const shown = L.toArray(this.map.lookupOption('intercept', section_id)[0].formvalue(section_id));
+
+		return callMakeCa(shown).then((res) => {
 			if (res.error || !res.ca_dir)
 				throw new Error(res.error || noAnswer);
 			ui.addNotification(null, E('p', [ _('A new CA is in %s. Download its certificate and let each client trust it; keepalive-proxy restarts now to use it.').format(res.ca_dir) ]), 'info');
@@ -230,7 +255,7 @@ return view.extend({
 
 	render([ status, check ]) {
 		/* The title is the page's, above the status: the map redraws itself on save. */
-		const m = new form.Map('keepalive-proxy');
+		const m = this.map = new form.Map('keepalive-proxy');
 		const s = m.section(form.NamedSection, 'main', 'keepalive-proxy', _('Settings'));
 		let o;
 
@@ -276,10 +301,16 @@ return view.extend({
 
 		o = s.taboption('general', form.Value, 'stats_listen', _('Stats listener'),
 			_('Where keepalive-proxy serves its counters; the status above is read from it. Loopback only.'));
-		o.datatype = 'ipaddrport(1)';
 		o.placeholder = '127.0.0.1:9251';
+		/*
+		 * No datatype: LuCI's ipaddrport() leaves its validator holding the
+		 * port alone, and that is what validate() would be given.
+		 */
 		o.validate = function(section_id, value) {
-			if (value && !/^(127\.[0-9.]+|\[::1\]):[0-9]+$/.test(value))
+			const m = /^(?:127\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})|\[::1\]):([0-9]{1,5})$/.exec(value);
+
+			if (value && !(m && [ m[1], m[2], m[3] ].every((n) => n == null || +n <= 255) &&
+			               +m[4] >= 1 && +m[4] <= 65535))
 				return _('a loopback address and port, such as 127.0.0.1:9251');
 			return true;
 		};
@@ -298,10 +329,10 @@ return view.extend({
 		o.placeholder = '/etc/keepalive-proxy';
 
 		o = s.taboption('https', form.Button, '_make_ca', _('Create the CA'),
-			_('Once, after the hosts to intercept are saved. An existing CA is never replaced: clients may trust it.'));
+			_('Once, after the hosts to intercept are applied with Save & Apply. An existing CA is never replaced: clients may trust it.'));
 		o.inputtitle = _('Create CA');
 		o.inputstyle = 'apply';
-		o.onclick = () => this.handleMakeCa();
+		o.onclick = (ev, section_id) => this.handleMakeCa(section_id);
 
 		o = s.taboption('https', form.Button, '_download_ca', _('CA certificate'),
 			_('For the clients to trust, e.g. installed as an authority in the browser or the system.'));
@@ -322,7 +353,7 @@ return view.extend({
 
 		this.updateStatus(status);
 		this.updateCheck(check);
-		poll.add(() => callStatus().then((st) => this.updateStatus(st)), 5);
+		poll.add(() => callStatus().catch(failed).then((st) => this.updateStatus(st)), 5);
 
 		return m.render().then((mapEl) => E('div', {}, [
 			E('h2', _('Keepalive proxy')),
