@@ -1410,6 +1410,38 @@ fetch_a_client_joined_is_requeued_as_a_clients(void **state)
 }
 
 /*
+ * A pipelined fetch a client joined is a client's request once its
+ * answer begins: its connection counts against the cap like any client's,
+ * and no fetch is written behind it before the connection has answered a
+ * pipelined request correctly (this one is its first).
+ */
+static void
+pipelined_fetch_a_client_joined_counts_as_a_clients(void **state)
+{
+	unsigned a;
+
+	(void)state;
+	start(1, true);
+	a = pooled_connection();
+	ask_ahead(0);
+	send_request(0);
+	ask_ahead(1);
+	dispatch_piped_promote(&fx.r[1].w);
+	give_back(0, true);
+	assert_ptr_equal(upstream_of(&fx.r[1]), fakes.made[a]);
+	assert_int_equal(fx.r[1].w.source, DISPATCH_FROM_PIPELINE);
+	ask(2, &host_a, DISPATCH_ANY);
+	assert_string_equal(client_queue(), "/2");
+	assert_int_equal(fakes.connects, 1);
+	ask_ahead(3);
+	assert_string_equal(background_queue(), "/3");
+	assert_string_equal(received(a), "/0 /1");
+	/* Its answer ends whole: the waiting client is next on the connection. */
+	give_back(1, true);
+	assert_ptr_equal(upstream_of(&fx.r[2]), fakes.made[a]);
+}
+
+/*
  * Shutting down answers pipelined requests too: each hears 503, none is
  * left pointing at a connection that is gone.
  */
@@ -1473,6 +1505,7 @@ main(void)
 		TEST_WITH(socket_taking_none_leaves_the_fetch_queued, "TCP", &over_plain_tcp),
 		TEST_WITH(socket_taking_none_leaves_the_fetch_queued, "TLS", &over_tls),
 		TEST(fetch_a_client_joined_is_requeued_as_a_clients),
+		TEST(pipelined_fetch_a_client_joined_counts_as_a_clients),
 		TEST(shutdown_answers_pipelined_requests),
 	};
 
