@@ -705,7 +705,7 @@ serve_piped(struct dispatch_conn *dc, bool reusable)
 		return;
 	}
 	w = unpipe_oldest(dc);
-	if (dc->host) {
+	if (w->background && dc->host) {
 		dc->background = true;
 		dc->host->background_busy++;
 	}
