@@ -905,8 +905,17 @@ static void
 check_host(struct dispatch_host *h)
 {
 	struct dispatch *d = h->d;
+	struct dispatch_conn *dc;
 	struct dispatch_waiter *w;
 
+	/*
+	 * Requests back in the queue (a pipelined fetch whose connection ended)
+	 * take what idles in the pool before anything connects: otherwise they
+	 * would wait for the next exchange of their host to end, while the idle
+	 * connection expires unused.
+	 */
+	while ((h->oldest || h->bg_oldest) && (dc = take_pooled(d, h->node.key)) != NULL)
+		connection_free(dc);
 	while (under_cap(h) && h->queued > 0) {
 		if (!d->race) {
 			w = h->oldest;

@@ -1464,12 +1464,12 @@ shutdown_answers_pipelined_requests(void **state)
 
 /*
  * A fetch sent back to the queue takes a connection idling in the pool
- * rather than waiting for one to free. Today it waits: requeue_piped()
- * only queues it, and a queue is served by a connection that frees, never
- * from the pool (only a new request looks there). So it waits until
- * another exchange of its host ends, or its queue timeout, while the idle
- * connection expires unused. Skipped until the checker hands pooled
- * connections to what is queued; built with -DKP_KNOWN_BUGS it runs.
+ * rather than waiting for one to free. It used to wait: requeue_piped()
+ * only queued it, and a queue was served by a connection that frees, never
+ * from the pool (only a new request looked there), so it waited until
+ * another exchange of its host ended, or its queue timeout, while the idle
+ * connection expired unused. The checker now hands pooled connections to
+ * what is queued.
  */
 static void
 requeued_fetch_takes_an_idle_connection(void **state)
@@ -1477,9 +1477,6 @@ requeued_fetch_takes_an_idle_connection(void **state)
 	unsigned b;
 
 	(void)state;
-#ifndef KP_KNOWN_BUGS
-	skip();
-#endif
 	start(0, true);
 	pooled_connection();
 	ask_ahead(0);
