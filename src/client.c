@@ -37,7 +37,7 @@
 /* An intercepted CONNECT's: where every request inside goes. */
 struct intercepted {
 	struct http_target origin;   /* the CONNECT's host and port */
-	char key[288];               /* the dispatch key of every request inside, made once */
+	char key[DISPATCH_KEY_MAX];  /* the dispatch key of every request inside, made once */
 };
 
 /*
@@ -818,8 +818,7 @@ intercept(struct client *c)
 	}
 	c->intercepted->origin = ex->target;
 	/* Every request inside goes to this origin: its pool key is made once. */
-	snprintf(c->intercepted->key, sizeof(c->intercepted->key), "https://%s%s", ex->target.key,
-	         ex->restricted ? " (lan)" : "");
+	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->restricted);
 	ex->https = true;
 	ex->fixed_key = c->intercepted->key;
 	kp_stats.intercepted++;

@@ -1010,3 +1010,11 @@ dispatch_shutdown(struct dispatch *d)
 	reap(d);
 	slab_drain(&d->conns);
 }
+
+const char *
+dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted)
+{
+	snprintf(out, DISPATCH_KEY_MAX, "%s%s%s", tls ? "https://" : "", host_port,
+	         restricted ? " (lan)" : "");
+	return out;
+}

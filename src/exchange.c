@@ -244,33 +244,19 @@ dispatch_target_of(const struct exchange *ex)
 }
 
 /*
- * Requests share a connection only if they agree on scheme, host and port
- * (the server name is the host) and on whether the client is beyond this
- * machine: those never share with local ones. An intercepted client's key
- * is the same for all its requests, and its owner made it once.
+ * The dispatch key of the request in hand (dispatch_key_compose). An
+ * intercepted client's key is the same for all its requests, and its owner
+ * made it once; a plain local request's is its host:port as it stands.
  */
 static void
 choose_key(struct exchange *ex)
 {
-	static const char scheme[] = "https://", lan[] = " (lan)";
-	size_t n = 0, len;
-
-	if (ex->fixed_key) {
+	if (ex->fixed_key)
 		ex->key = ex->fixed_key;
-		return;
-	}
-	ex->key = ex->target.key;
-	if (!ex->restricted && !ex->https)
-		return;
-	if (ex->https) {
-		memcpy(ex->key_buf, scheme, sizeof(scheme) - 1);
-		n = sizeof(scheme) - 1;
-	}
-	len = strlen(ex->target.key);
-	memcpy(ex->key_buf + n, ex->target.key, len);
-	n += len;
-	memcpy(ex->key_buf + n, ex->restricted ? lan : "", ex->restricted ? sizeof(lan) : 1);
-	ex->key = ex->key_buf;
+	else if (!ex->restricted && !ex->https)
+		ex->key = ex->target.key;
+	else
+		ex->key = dispatch_key_compose(ex->key_buf, ex->target.key, ex->https, ex->restricted);
 }
 
 void

@@ -128,6 +128,18 @@ int dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
 /* Fails every waiter (503), closes every connection and frees them. */
 void dispatch_shutdown(struct dispatch *d);
 
+/* Room for any dispatch key: "https://", a host:port key, " (lan)". */
+#define DISPATCH_KEY_MAX 288
+
+/*
+ * The one composer of dispatch keys: requests share a connection only if
+ * they agree on scheme, host and port (the server name is the host) and on
+ * whether the client is beyond this machine (those never share with local
+ * ones). host_port is the target's "host:port" (http_target.key); out holds
+ * DISPATCH_KEY_MAX bytes. Returns out.
+ */
+const char *dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted);
+
 /* Where a request goes, and which connections may carry it. */
 struct dispatch_target {
 	const char *host;

@@ -135,7 +135,7 @@ struct exchange {
 	enum response_phase resp;
 	struct http_target target;
 	const char *key;              /* dispatch key: fixed_key, target.key, or key_buf */
-	char key_buf[288];
+	char key_buf[DISPATCH_KEY_MAX];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
 	size_t req_head_sent;
 	struct framer req_body;
