@@ -38,6 +38,8 @@
 struct intercepted {
 	struct http_target origin;   /* the CONNECT's host and port */
 	char key[DISPATCH_KEY_MAX];  /* the dispatch key of every request inside, made once */
+	char url_prefix[8 + sizeof(((struct http_target *)0)->key)]; /* "https://host:port", for
+	                              * the access log of requests in origin-form */
 };
 
 /*
@@ -238,10 +240,10 @@ take_request(struct client *c)
 	}
 	r->client = c;
 	r->next = NULL;
-	r->ex.restricted = c->restricted;
-	r->ex.peer = &c->peer.sa;
-	r->ex.https = c->intercepted != NULL;
-	r->ex.fixed_key = c->intercepted ? c->intercepted->key : NULL;
+	r->ex.owner.restricted = c->restricted;
+	r->ex.owner.peer = &c->peer.sa;
+	r->ex.owner.https = c->intercepted != NULL;
+	r->ex.owner.fixed_key = c->intercepted ? c->intercepted->key : NULL;
 	c->req = r;
 	return r;
 }
@@ -366,38 +368,6 @@ client_reap(struct client_list *list)
 	return n;
 }
 
-/* The access log line of the request in flight, once. */
-static void
-log_request(struct client *c, int status, uint64_t bytes, const char *upstream)
-{
-	struct exchange *ex = &c->req->ex;
-	struct access_entry e;
-
-	if (!c->env->cfg->access_log || ex->logged || ex->started == 0)
-		return;
-	ex->logged = true;
-	e.client = &c->peer.sa;
-	e.method = llhttp_method_name((llhttp_method_t)ex->method);
-	e.target = ex->url;
-	e.target_len = ex->url_len;
-	e.status = status;
-	e.bytes = bytes;
-	e.seconds = ev_now(c->env->loop) - ex->started;
-	e.upstream = upstream;
-	access_log_write(&e);
-}
-
-/* Which connection served the exchange, in the log's words. */
-static const char *
-upstream_word(const struct exchange *ex)
-{
-	if (ex->tunneling || ex->connect)
-		return "tunnel";
-	if (ex->held)
-		return "read-ahead";
-	return dispatch_source_names[ex->waiter.source];
-}
-
 /* Something went wrong after the response began: all that is left is to close. */
 static void
 abort_client(struct client *c, const char *why)
@@ -408,9 +378,7 @@ abort_client(struct client *c, const char *why)
 	char peer[64];
 
 	if (ex)
-		log_request(c, ex->tunneling || ex->resp != RESP_HEAD ? ex->status : 0,
-		            ex->tunneling ? ex->tunnel.to_client.bytes : ex->resp_sent,
-		            upstream_word(ex));
+		exchange_log_relayed(ex);
 	if (why)
 		log_debug("client %s: %s%s%s: closing",
 		          net_addr_text(&c->peer.sa, peer, sizeof(peer)), key, key[0] ? ": " : "",
@@ -531,27 +499,11 @@ flush_local(struct client *c)
 {
 	if (!send_out(c))
 		return;
-	if (!c->req->ex.client_keep_alive) {
+	if (!exchange_keeps_asker(&c->req->ex)) {
 		linger_close(c);
 		return;
 	}
 	next_request(c);
-}
-
-/*
- * May the connection stay open after an answer of the proxy's own? The
- * same rule as for a relayed response (plan.h); framed: the request was
- * read whole, so the next one starts where it ended.
- */
-static bool
-client_may_stay(const struct client *c, bool framed)
-{
-	struct plan_request asked = {
-		.keep_alive = c->req->ex.client_keep_alive && !c->conn.eof,
-		.draining = c->env->draining,
-	};
-
-	return plan_keeps_asker(&asked, framed);
 }
 
 static void
@@ -570,38 +522,25 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 	            ex->target.key[0] ? " " : "", status, why);
 	exchange_release(ex);
 	/* A final response already began: the only honest signal left is the close. */
-	if (ex->resp != RESP_HEAD) {
-		log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
+	if (exchange_response_begun(ex)) {
+		exchange_log_relayed(ex);
 		client_close(c);
 		return;
 	}
-	/*
-	 * The rule relayed responses follow (RFC 9112 9.6): keep the connection
-	 * only if the client asked to, the rest of the request is not still to
-	 * come, and the proxy is not stopping; the head then says which.
-	 */
-	if (keep_alive && client_may_stay(c, framer_done(&ex->req_body))) {
-		if (ex->req_pending)
-			buf_consume(c->in, ex->req_pending);
-		ex->req_pending = 0;
-	} else {
-		keep_alive = false;
-	}
-	ex->client_keep_alive = keep_alive;
-	ex->status = (uint16_t)status;
+	keep_alive = exchange_answer_locally(ex, status, keep_alive);
 	if (!c->out && !(c->out = buf_get())) {
 		client_close(c);
 		return;
 	}
 	buf_compact(c->out);
 	n = http_write_local_response(buf_tail(c->out), buf_room(c->out), status, why, keep_alive,
-	                              ex->client_minor);
+	                              c->req->head.minor);
 	if (n < 0) {
 		client_close(c);
 		return;
 	}
 	c->out->end += (size_t)n;
-	log_request(c, status, (uint64_t)n, "local");
+	exchange_log(ex, status, (uint64_t)n, "local");
 	set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
@@ -631,8 +570,8 @@ ex_finished(struct exchange *ex)
 {
 	struct client *c = client_of(ex);
 
-	log_request(c, ex->status, ex->resp_sent, upstream_word(ex));
-	if (!ex->client_keep_alive)
+	exchange_log_relayed(ex);
+	if (!exchange_keeps_asker(ex))
 		linger_close(c);
 	else
 		next_request(c);
@@ -677,7 +616,7 @@ static void
 answer_as_final_recipient(struct client *c)
 {
 	struct exchange *ex = &c->req->ex;
-	bool keep_alive = client_may_stay(c, framer_done(&ex->req_body));
+	bool keep_alive = exchange_answer_locally(ex, 200, true);
 	ssize_t n;
 
 	if (!c->out && !(c->out = buf_get())) {
@@ -686,16 +625,14 @@ answer_as_final_recipient(struct client *c)
 	}
 	buf_compact(c->out);
 	n = http_write_final_answer(buf_tail(c->out), buf_room(c->out), &c->req->head,
-	                            buf_head(c->in), keep_alive, ex->client_minor);
+	                            buf_head(c->in), keep_alive, c->req->head.minor);
 	if (n < 0) {
 		refuse(c, 431, "request head too large to reflect", false);
 		return;
 	}
 	buf_consume(c->in, c->req->head.head_len);
 	c->out->end += (size_t)n;
-	ex->client_keep_alive = keep_alive;
-	ex->status = 200;
-	log_request(c, 200, (uint64_t)n, "local");
+	exchange_log(ex, 200, (uint64_t)n, "local");
 	set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
@@ -818,14 +755,15 @@ intercept(struct client *c)
 	}
 	c->intercepted->origin = ex->target;
 	/* Every request inside goes to this origin: its pool key is made once. */
-	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->restricted);
-	ex->https = true;
-	ex->fixed_key = c->intercepted->key;
+	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->owner.restricted);
+	snprintf(c->intercepted->url_prefix, sizeof(c->intercepted->url_prefix), "https://%s",
+	         ex->target.key);
+	ex->owner.https = true;
+	ex->owner.fixed_key = c->intercepted->key;
 	kp_stats.intercepted++;
 	memcpy(buf_tail(c->out), established, sizeof(established) - 1);
 	c->out->end += sizeof(established) - 1;
-	ex->status = 200;
-	log_request(c, 200, 0, "intercepted");
+	exchange_log(ex, 200, 0, "intercepted");
 	set_state(c, CLIENT_INTERCEPTING);
 	intercept_flush(c);
 }
@@ -838,7 +776,7 @@ admit_inner_target(struct client *c)
 	const struct http_head *h = &c->req->head;
 	const char *base = buf_head(c->in);
 
-	if (ex->connect) {
+	if (c->req->head.method == HTTP_CONNECT) {
 		refuse(c, 400, "CONNECT inside an intercepted connection", false);
 		return false;
 	}
@@ -919,10 +857,10 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 	int status;
 
 	if (verdict->status) {
-		refuse(c, verdict->status, verdict->why, !ex->connect && !verdict->close);
+		refuse(c, verdict->status, verdict->why, h->method != HTTP_CONNECT && !verdict->close);
 		return;
 	}
-	if (ex->connect && should_intercept(c)) {
+	if (h->method == HTTP_CONNECT && should_intercept(c)) {
 		intercept(c);
 		return;
 	}
@@ -950,18 +888,7 @@ admit_request(struct client *c)
 	int status = 0;
 
 	kp_stats.requests++;
-	exchange_open(ex, h);
-	if (c->env->cfg->access_log) {
-		/* The head's bytes are gone by the time the line is written. */
-		int n = c->intercepted ? snprintf(ex->url, sizeof(ex->url), "https://%s",
-		                                  c->intercepted->origin.key)
-		                       : 0;
-		size_t room = sizeof(ex->url) - (size_t)n;
-		size_t len = h->url.len < room ? h->url.len : room;
-
-		memcpy(ex->url + n, base + h->url.off, len);
-		ex->url_len = (uint16_t)(n + (int)len);
-	}
+	exchange_open(ex, h, base, c->intercepted ? c->intercepted->url_prefix : NULL);
 	log_debug("client fd %d: %s %.*s HTTP/%u.%u", c->conn.fd,
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);
@@ -973,7 +900,7 @@ admit_request(struct client *c)
 		/* Inside an intercepted CONNECT: the origin is the one the tunnel was asked for. */
 		if (!admit_inner_target(c))
 			return;
-	} else if (ex->connect) {
+	} else if (c->req->head.method == HTTP_CONNECT) {
 		/* What follows the head belongs to the tunnel: never keep-alive here. */
 		if (http_parse_authority(base + h->url.off, h->url.len, &ex->target)) {
 			refuse(c, 400, "CONNECT needs host:port", false);
@@ -1006,7 +933,7 @@ authenticated(struct auth_waiter *w, bool granted)
 	struct policy_verdict verdict;
 
 	if (!granted) {
-		refuse(c, 407, "wrong proxy credentials", !c->req->ex.connect);
+		refuse(c, 407, "wrong proxy credentials", c->req->head.method != HTTP_CONNECT);
 		return;
 	}
 	judge(c, &verdict, NULL);

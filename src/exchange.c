@@ -4,8 +4,10 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "kp/access_log.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
@@ -38,19 +40,19 @@ has_room(const struct buf *b)
 static double
 wait_timeout(const struct exchange *ex)
 {
-	const struct kp_config *cfg = ex->env->cfg;
+	const struct kp_config *cfg = ex->priv.env->cfg;
 
-	if (ex->tunneling)
+	if (ex->priv.mode == MODE_TUNNEL)
 		return cfg->tunnel_timeout;
 	/*
 	 * Pipelined: its answer comes after the one in progress, however long
 	 * that takes; the exchange in progress keeps the time, and when it
 	 * fails, so does this one.
 	 */
-	if (!ex->src && dispatch_piped(&ex->waiter))
+	if (!ex->priv.src && dispatch_piped(&ex->priv.waiter))
 		return PIPELINED_WAIT;
 	/* No source yet: waiting for a connection (the wait starts before dispatch hears of it). */
-	if (!ex->src)
+	if (!ex->priv.src)
 		return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout
 		                                                  : cfg->response_timeout;
 	if (exchange_awaits_response(ex))
@@ -62,7 +64,7 @@ wait_timeout(const struct exchange *ex)
 static void
 progress(struct exchange *ex)
 {
-	ex->last_activity = clock_now(ex->env->clock);
+	ex->priv.last_activity = clock_now(ex->priv.env->clock);
 }
 
 /* Another kind of wait began: its own timeout, from now. */
@@ -70,7 +72,7 @@ static void
 rearm(struct exchange *ex)
 {
 	progress(ex);
-	clock_timer_start(&ex->timer, wait_timeout(ex));
+	clock_timer_start(&ex->priv.timer, wait_timeout(ex));
 }
 
 /* Which answer a wait that ran out gets, and what it is counted as. */
@@ -79,33 +81,33 @@ timed_out(struct exchange *ex)
 {
 	char why[96];
 
-	if (ex->tunneling) {
+	if (ex->priv.mode == MODE_TUNNEL) {
 		kp_stats.errors[KP_ERR_TIMEOUT]++;
-		ex->ops->abort(ex, "tunnel idle past --tunnel-timeout");
-	} else if (dispatch_queued(&ex->waiter) && !ex->waiter.connect) {
+		ex->priv.ops->abort(ex, "tunnel idle past --tunnel-timeout");
+	} else if (dispatch_queued_for_others(&ex->priv.waiter)) {
 		/* The counters count clients' waits; the owner of a background one hears the 503. */
-		if (!ex->background) {
+		if (ex->priv.how == DISPATCH_ANY) {
 			kp_stats.queue_timeouts++;
 			kp_stats.errors[KP_ERR_QUEUE_TIMEOUT]++;
 		}
 		snprintf(why, sizeof(why), "no connection to the origin became free within %g s",
-		         ex->env->cfg->queue_timeout);
-		ex->ops->reply(ex, 503, why, false);
+		         ex->priv.env->cfg->queue_timeout);
+		ex->priv.ops->reply(ex, 503, why, false);
 	} else if (exchange_waiting(ex)) {
-		ex->ops->reply(ex, 504, "the origin could not be reached in time", false);
-	} else if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
-		ex->ops->reply(ex, 504, "the origin did not answer in time", false);
+		ex->priv.ops->reply(ex, 504, "the origin could not be reached in time", false);
+	} else if (ex->priv.resp == RESP_HEAD && ex->priv.resp_received == 0) {
+		ex->priv.ops->reply(ex, 504, "the origin did not answer in time", false);
 	} else {
 		kp_stats.errors[KP_ERR_TIMEOUT]++;
-		ex->ops->abort(ex, "no progress before the I/O timeout");
+		ex->priv.ops->abort(ex, "no progress before the I/O timeout");
 	}
 }
 
 static void
 timer_fired(struct clock_timer *t)
 {
-	struct exchange *ex = container_of(t, struct exchange, timer);
-	ev_tstamp left = ex->last_activity + wait_timeout(ex) - clock_now(ex->env->clock);
+	struct exchange *ex = container_of(t, struct exchange, priv.timer);
+	ev_tstamp left = ex->priv.last_activity + wait_timeout(ex) - clock_now(ex->priv.env->clock);
 
 	if (left > 0.001) {
 		clock_timer_start(t, left);
@@ -121,15 +123,15 @@ exchange_init(struct exchange *ex, const struct proxy_env *env, struct conn *dow
               struct buf **in, struct buf **out, const struct exchange_ops *ops, bool to_memory)
 {
 	memset(ex, 0, sizeof(*ex));
-	ex->env = env;
-	ex->down = down;
-	ex->down_in = in;
-	ex->down_out = out;
-	ex->ops = ops;
-	ex->to_memory = to_memory;
-	clock_timer_init(&ex->timer, env->clock, timer_fired);
-	ex->reader.event = source_event;
-	http_parser_init(&ex->resp_parser, HTTP_RESPONSE, env->cfg->max_header_bytes,
+	ex->priv.env = env;
+	ex->priv.down = down;
+	ex->priv.down_in = in;
+	ex->priv.down_out = out;
+	ex->priv.ops = ops;
+	ex->priv.to_memory = to_memory;
+	clock_timer_init(&ex->priv.timer, env->clock, timer_fired);
+	ex->priv.reader.event = source_event;
+	http_parser_init(&ex->priv.resp_parser, HTTP_RESPONSE, env->cfg->max_header_bytes,
 	                 env->cfg->max_header_bytes);
 	exchange_reset(ex);
 }
@@ -139,12 +141,12 @@ static struct exchange_view
 view_of(const struct exchange *ex)
 {
 	struct exchange_view v = {
-		.client = ex->peer,
-		.key = ex->key,
+		.client = ex->owner.peer,
+		.key = ex->priv.key,
 		.target = &ex->target,
-		.method = ex->method,
-		.https = ex->https,
-		.restricted = ex->restricted,
+		.method = ex->priv.method,
+		.https = ex->owner.https,
+		.restricted = ex->owner.restricted,
 	};
 
 	return v;
@@ -154,78 +156,182 @@ view_of(const struct exchange *ex)
 static const struct exchange_hooks *
 hooks_of(const struct exchange *ex)
 {
-	return ex->to_memory || !ex->peer ? NULL : ex->env->hooks;
+	return ex->priv.to_memory || !ex->owner.peer ? NULL : ex->priv.env->hooks;
 }
 
 /* The response the hook watched ended, whole or not. */
 static void
 end_hook(struct exchange *ex, bool complete)
 {
-	void *state = ex->hook_state;
+	void *state = ex->priv.hook_state;
 
 	if (!state)
 		return;
-	ex->hook_state = NULL;
-	ex->env->hooks->ended(state, complete);
+	ex->priv.hook_state = NULL;
+	ex->priv.env->hooks->ended(state, complete);
 }
 
 void
 exchange_release(struct exchange *ex)
 {
 	end_hook(ex, false);
-	clock_timer_stop(&ex->timer);
-	if (ex->tunneling) {
+	clock_timer_stop(&ex->priv.timer);
+	if (ex->priv.mode == MODE_TUNNEL) {
 		kp_stats.tunnels_open--;
-		ex->tunneling = false;
+		ex->priv.mode = MODE_RELAY;
 	}
-	dispatch_cancel(&ex->waiter);
-	if (ex->src) {
-		ex->src->ops->close(ex->src);
-		ex->src = NULL;
+	dispatch_cancel(&ex->priv.waiter);
+	if (ex->priv.src) {
+		ex->priv.src->ops->close(ex->priv.src);
+		ex->priv.src = NULL;
 	}
-	buf_put(ex->req_head);
-	ex->req_head = NULL;
-	mover_release(&ex->resp_mover);
-	tunnel_release(&ex->tunnel);
+	buf_put(ex->priv.req_head);
+	ex->priv.req_head = NULL;
+	mover_release(&ex->priv.resp_mover);
+	tunnel_release(&ex->priv.tunnel);
 }
 
 void
 exchange_reset(struct exchange *ex)
 {
-	size_t keep = offsetof(struct exchange, waiter);
-	bool no_splice = ex->env->cfg->no_splice;
+	size_t keep = offsetof(struct exchange_private, waiter);
+	bool no_splice = ex->priv.env->cfg->no_splice;
 
 	exchange_release(ex);
-	memset((char *)ex + keep, 0, sizeof(*ex) - keep);
-	ex->waiter.ready = ready;
-	ex->waiter.failed = failed;
-	mover_init(&ex->resp_mover, no_splice);
-	tunnel_init(&ex->tunnel, no_splice);
-	ex->copy_body = no_splice;
-	framer_init(&ex->req_body, BODY_NONE, 0);
-	framer_init(&ex->resp_body, BODY_NONE, 0);
+	memset((char *)&ex->priv + keep, 0, sizeof(ex->priv) - keep);
+	memset(&ex->target, 0, sizeof(ex->target));
+	ex->priv.waiter.ready = ready;
+	ex->priv.waiter.failed = failed;
+	mover_init(&ex->priv.resp_mover, no_splice);
+	tunnel_init(&ex->priv.tunnel, no_splice);
+	ex->priv.copy_body = no_splice;
+	framer_init(&ex->priv.req_body, BODY_NONE, 0);
+	framer_init(&ex->priv.resp_body, BODY_NONE, 0);
 }
 
 void
 exchange_rebind(struct exchange *ex, struct conn *down, struct buf **in, struct buf **out)
 {
-	ex->down = down;
-	ex->down_in = in;
-	ex->down_out = out;
+	ex->priv.down = down;
+	ex->priv.down_in = in;
+	ex->priv.down_out = out;
 }
 
 void
-exchange_open(struct exchange *ex, const struct http_head *h)
+exchange_open(struct exchange *ex, const struct http_head *h, const char *base,
+              const char *url_prefix)
 {
-	ex->started = clock_now(ex->env->clock);
-	ex->method = h->method;
-	ex->client_minor = h->minor;
-	ex->client_keep_alive = http_head_keeps_alive(h) && !ex->down->eof;
-	ex->req = REQ_SENDING;
-	ex->resp = RESP_HEAD;
-	ex->connect = h->method == HTTP_CONNECT;
-	framer_init(&ex->req_body, ex->connect ? BODY_NONE : http_request_body_kind(h),
+	ex->priv.started = clock_now(ex->priv.env->clock);
+	ex->priv.method = h->method;
+	ex->priv.client_minor = h->minor;
+	ex->priv.client_keep_alive = http_head_keeps_alive(h) && !ex->priv.down->eof;
+	ex->priv.req = REQ_SENDING;
+	ex->priv.resp = RESP_HEAD;
+	ex->priv.mode = h->method == HTTP_CONNECT ? MODE_CONNECT : MODE_RELAY;
+	framer_init(&ex->priv.req_body,
+	            ex->priv.mode == MODE_CONNECT ? BODY_NONE : http_request_body_kind(h),
 	            h->content_length);
+	if (ex->priv.env->cfg->access_log) {
+		/* The head's bytes are gone by the time the line is written. */
+		int n = url_prefix ? snprintf(ex->priv.url, sizeof(ex->priv.url), "%s", url_prefix) : 0;
+		size_t room, len;
+
+		if (n < 0 || (size_t)n >= sizeof(ex->priv.url))
+			n = 0;
+		room = sizeof(ex->priv.url) - (size_t)n;
+		len = h->url.len < room ? h->url.len : room;
+		memcpy(ex->priv.url + n, base + h->url.off, len);
+		ex->priv.url_len = (uint16_t)((size_t)n + len);
+	}
+}
+
+/* ---- what the owner learns ----------------------------------------------- */
+
+bool
+exchange_response_begun(const struct exchange *ex)
+{
+	return ex->priv.resp != RESP_HEAD;
+}
+
+bool
+exchange_keeps_asker(const struct exchange *ex)
+{
+	return ex->priv.client_keep_alive;
+}
+
+uint16_t
+exchange_status(const struct exchange *ex)
+{
+	return ex->priv.status;
+}
+
+struct conn_path
+exchange_path(const struct exchange *ex)
+{
+	return ex->priv.src ? conn_path_figures(&ex->priv.src->conn) : (struct conn_path){0, 0};
+}
+
+bool
+exchange_answer_locally(struct exchange *ex, int status, bool keep_alive)
+{
+	struct plan_request asked = {
+		.keep_alive = ex->priv.client_keep_alive && !ex->priv.down->eof,
+		.draining = ex->priv.env->draining,
+	};
+
+	/*
+	 * The rule relayed responses follow (RFC 9112 9.6): keep the connection
+	 * only if the client asked to, the rest of the request is not still to
+	 * come, and the proxy is not stopping; the head then says which.
+	 */
+	keep_alive = keep_alive && plan_keeps_asker(&asked, framer_done(&ex->priv.req_body));
+	if (keep_alive && ex->priv.req_pending) {
+		buf_consume(*ex->priv.down_in, ex->priv.req_pending);
+		ex->priv.req_pending = 0;
+	}
+	ex->priv.client_keep_alive = keep_alive;
+	ex->priv.status = (uint16_t)status;
+	return keep_alive;
+}
+
+/* Which connection served the exchange, in the access log's words. */
+static const char *
+served_by(const struct exchange *ex)
+{
+	if (ex->priv.mode == MODE_TUNNEL || ex->priv.mode == MODE_CONNECT)
+		return "tunnel";
+	if (ex->priv.held)
+		return "read-ahead";
+	return dispatch_source_name(&ex->priv.waiter);
+}
+
+void
+exchange_log(struct exchange *ex, int status, uint64_t bytes, const char *how)
+{
+	struct access_entry e;
+
+	if (!ex->priv.env->cfg->access_log || ex->priv.logged || ex->priv.started == 0 ||
+	    !ex->owner.peer)
+		return;
+	ex->priv.logged = true;
+	e.client = ex->owner.peer;
+	e.method = llhttp_method_name((llhttp_method_t)ex->priv.method);
+	e.target = ex->priv.url;
+	e.target_len = ex->priv.url_len;
+	e.status = status;
+	e.bytes = bytes;
+	e.seconds = clock_now(ex->priv.env->clock) - ex->priv.started;
+	e.upstream = how;
+	access_log_write(&e);
+}
+
+void
+exchange_log_relayed(struct exchange *ex)
+{
+	bool tunnel = ex->priv.mode == MODE_TUNNEL;
+
+	exchange_log(ex, tunnel || ex->priv.resp != RESP_HEAD ? ex->priv.status : 0,
+	             tunnel ? ex->priv.tunnel.to_client.bytes : ex->priv.resp_sent, served_by(ex));
 }
 
 /* Where dispatch should find a connection for this exchange. */
@@ -235,9 +341,9 @@ dispatch_target_of(const struct exchange *ex)
 	struct dispatch_target t = {
 		.host = ex->target.host,
 		.port = ex->target.port,
-		.key = ex->key,
-		.tls = ex->https,
-		.restricted = ex->restricted,
+		.key = ex->priv.key,
+		.tls = ex->owner.https,
+		.restricted = ex->owner.restricted,
 	};
 
 	return t;
@@ -251,12 +357,12 @@ dispatch_target_of(const struct exchange *ex)
 static void
 choose_key(struct exchange *ex)
 {
-	if (ex->fixed_key)
-		ex->key = ex->fixed_key;
-	else if (!ex->restricted && !ex->https)
-		ex->key = ex->target.key;
+	if (ex->owner.fixed_key)
+		ex->priv.key = ex->owner.fixed_key;
+	else if (!ex->owner.restricted && !ex->owner.https)
+		ex->priv.key = ex->target.key;
 	else
-		ex->key = dispatch_key_compose(ex->key_buf, ex->target.key, ex->https, ex->restricted);
+		ex->priv.key = dispatch_key_compose(ex->priv.key_buf, ex->target.key, ex->owner.https, ex->owner.restricted);
 }
 
 void
@@ -264,27 +370,27 @@ exchange_promote(struct exchange *ex)
 {
 	struct dispatch_target t;
 
-	if (!ex->background)
+	if (ex->priv.how == DISPATCH_ANY)
 		return;
-	ex->background = false;
+	ex->priv.how = DISPATCH_ANY;
 	/* Pipelined: its answer is next but for those ahead; it stays. */
-	if (dispatch_piped(&ex->waiter)) {
-		dispatch_piped_promote(&ex->waiter);
+	if (dispatch_piped(&ex->priv.waiter)) {
+		dispatch_piped_promote(&ex->priv.waiter);
 		return;
 	}
 	/* On a connection: it is as fast as it will get. */
-	if (!dispatch_waiting(&ex->waiter))
+	if (!dispatch_waiting(&ex->priv.waiter))
 		return;
-	dispatch_cancel(&ex->waiter);
+	dispatch_cancel(&ex->priv.waiter);
 	t = dispatch_target_of(ex);
-	dispatch_request(ex->env->dispatch, &ex->waiter, &t, DISPATCH_ANY);
+	dispatch_request(ex->priv.env->dispatch, &ex->priv.waiter, &t, DISPATCH_ANY);
 }
 
 const char *
 exchange_key(struct exchange *ex)
 {
 	choose_key(ex);
-	return ex->key;
+	return ex->priv.key;
 }
 
 /* A request head goes to src, or to whichever connection dispatch finds. */
@@ -296,37 +402,38 @@ dispatch_or_serve(struct exchange *ex, struct source *src, enum dispatch_how how
 	/* Before asking: the answer may come before dispatch_request() returns. */
 	rearm(ex);
 	if (src)
-		ready(&ex->waiter, src);
+		ready(&ex->priv.waiter, src);
 	else
-		dispatch_request(ex->env->dispatch, &ex->waiter, &t, how);
+		dispatch_request(ex->priv.env->dispatch, &ex->priv.waiter, &t, how);
 }
 
 int
 exchange_forward(struct exchange *ex, const struct http_head *h, struct source *src,
                  const char **why)
 {
-	struct buf *in = *ex->down_in;
+	struct buf *in = *ex->priv.down_in;
 	ssize_t n;
 
 	choose_key(ex);
-	if (ex->connect) {
+	if (ex->priv.mode == MODE_CONNECT) {
 		/* A tunnel is raw TCP to host:port: a pooled HTTP connection will not do. */
 		buf_consume(in, h->head_len);
 		dispatch_or_serve(ex, NULL, DISPATCH_TUNNEL);
 		return 0;
 	}
-	ex->upgrade = http_wants_upgrade(h);
-	if (!(ex->req_head = buf_get())) {
+	if (http_wants_upgrade(h))
+		ex->priv.mode = MODE_UPGRADE;
+	if (!(ex->priv.req_head = buf_get())) {
 		*why = "out of memory";
 		return 503;
 	}
-	n = http_write_request_head(buf_tail(ex->req_head), buf_room(ex->req_head), h,
-	                            buf_head(in), &ex->target, ex->upgrade);
+	n = http_write_request_head(buf_tail(ex->priv.req_head), buf_room(ex->priv.req_head), h,
+	                            buf_head(in), &ex->target, ex->priv.mode == MODE_UPGRADE);
 	if (n < 0) {
 		*why = "request head too large to forward";
 		return 431;
 	}
-	ex->req_head->end = (size_t)n;
+	ex->priv.req_head->end = (size_t)n;
 	/* A response held for exactly this request is served from there. */
 	if (!src && hooks_of(ex) && hooks_of(ex)->serve) {
 		struct exchange_view v = view_of(ex);
@@ -345,21 +452,20 @@ int
 exchange_start(struct exchange *ex, const struct http_target *target, const char *head,
                size_t len, enum dispatch_how how)
 {
-	ex->started = clock_now(ex->env->clock);
-	ex->method = HTTP_GET;
-	ex->client_minor = 1;
-	ex->req = REQ_SENDING;
-	ex->resp = RESP_HEAD;
+	ex->priv.started = clock_now(ex->priv.env->clock);
+	ex->priv.method = HTTP_GET;
+	ex->priv.client_minor = 1;
+	ex->priv.req = REQ_SENDING;
+	ex->priv.resp = RESP_HEAD;
 	ex->target = *target;
-	ex->background = how == DISPATCH_BACKGROUND || how == DISPATCH_AHEAD;
-	ex->background_how = how;
-	if (len > buf_capacity() || !(ex->req_head = buf_get()))
+	ex->priv.how = how;
+	if (len > buf_capacity() || !(ex->priv.req_head = buf_get()))
 		return -1;
-	memcpy(buf_tail(ex->req_head), head, len);
-	ex->req_head->end = len;
+	memcpy(buf_tail(ex->priv.req_head), head, len);
+	ex->priv.req_head->end = len;
 	/* Sent as it is (no body follows): dispatch may write it on a busy connection. */
-	ex->waiter.request = how == DISPATCH_AHEAD ? buf_head(ex->req_head) : NULL;
-	ex->waiter.request_len = how == DISPATCH_AHEAD ? len : 0;
+	ex->priv.waiter.request = how == DISPATCH_AHEAD ? buf_head(ex->priv.req_head) : NULL;
+	ex->priv.waiter.request_len = how == DISPATCH_AHEAD ? len : 0;
 	choose_key(ex);
 	dispatch_or_serve(ex, NULL, how);
 	return 0;
@@ -375,20 +481,20 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 static bool
 response_splices(const struct exchange *ex)
 {
-	return !ex->copy_body && ex->resp == RESP_BODY && ex->resp_pending == 0 &&
-	       (!ex->src->in || buf_len(ex->src->in) == 0) &&
-	       (ex->resp_body.left > 0 || ex->resp_body.left == FRAME_UNTIL_CLOSE);
+	return !ex->priv.copy_body && ex->priv.resp == RESP_BODY && ex->priv.resp_pending == 0 &&
+	       (!ex->priv.src->in || buf_len(ex->priv.src->in) == 0) &&
+	       (ex->priv.resp_body.left > 0 || ex->priv.resp_body.left == FRAME_UNTIL_CLOSE);
 }
 
 /* Is there somewhere to put more response bytes from the source? */
 static bool
 response_can_pull(const struct exchange *ex)
 {
-	if (ex->resp == RESP_DONE || ex->src->conn.eof)
+	if (ex->priv.resp == RESP_DONE || ex->priv.src->conn.eof)
 		return false;
 	if (response_splices(ex))
-		return mover_has_room(&ex->resp_mover);
-	return has_room(ex->src->in);
+		return mover_has_room(&ex->priv.resp_mover);
+	return has_room(ex->priv.src->in);
 }
 
 /*
@@ -399,27 +505,27 @@ response_can_pull(const struct exchange *ex)
 void
 exchange_watch(struct exchange *ex, bool *down_read, bool *down_write)
 {
-	struct buf *out = *ex->down_out;
-	struct source *src = ex->src;
+	struct buf *out = *ex->priv.down_out;
+	struct source *src = ex->priv.src;
 
 	if (!src) {
-		*down_read = has_room(*ex->down_in);
+		*down_read = has_room(*ex->priv.down_in);
 		*down_write = false;
 		return;
 	}
-	if (ex->tunneling) {
-		struct tunnel_interest w = tunnel_wants(&ex->tunnel);
+	if (ex->priv.mode == MODE_TUNNEL) {
+		struct tunnel_interest w = tunnel_wants(&ex->priv.tunnel);
 
 		*down_read = w.client_read;
 		*down_write = w.client_write;
 		conn_watch(&src->conn, w.origin_read, w.origin_write);
 		return;
 	}
-	*down_read = has_room(*ex->down_in);
-	*down_write = (out && buf_len(out)) || ex->resp_pending || mover_held(&ex->resp_mover);
+	*down_read = has_room(*ex->priv.down_in);
+	*down_write = (out && buf_len(out)) || ex->priv.resp_pending || mover_held(&ex->priv.resp_mover);
 	conn_watch(&src->conn, response_can_pull(ex),
-	           ex->req == REQ_SENDING && !src->conn.write_failed &&
-	                   (ex->req_head_sent < buf_len(ex->req_head) || ex->req_pending));
+	           ex->priv.req == REQ_SENDING && !src->conn.write_failed &&
+	                   (ex->priv.req_head_sent < buf_len(ex->priv.req_head) || ex->priv.req_pending));
 }
 
 /* ---- tunnels -------------------------------------------------------------- */
@@ -429,22 +535,22 @@ tunnel_run(struct exchange *ex)
 {
 	uint64_t moved;
 
-	switch (tunnel_pump(&ex->tunnel, ex->down, &ex->src->conn, &moved)) {
+	switch (tunnel_pump(&ex->priv.tunnel, ex->priv.down, &ex->priv.src->conn, &moved)) {
 	case TUNNEL_FAILED:
-		ex->ops->abort(ex, "tunnel closed by an error");
+		ex->priv.ops->abort(ex, "tunnel closed by an error");
 		return;
 	case TUNNEL_FINISHED:
 		log_debug("client fd %d: tunnel to %s done, %" PRIu64 " bytes up, %" PRIu64
-		          " bytes down", ex->down->fd, ex->target.key, ex->tunnel.to_origin.bytes,
-		          ex->tunnel.to_client.bytes);
-		ex->ops->abort(ex, NULL);
+		          " bytes down", ex->priv.down->fd, ex->target.key, ex->priv.tunnel.to_origin.bytes,
+		          ex->priv.tunnel.to_client.bytes);
+		ex->priv.ops->abort(ex, NULL);
 		return;
 	case TUNNEL_OPEN:
 		break;
 	}
 	if (moved)
 		progress(ex);
-	ex->ops->wait(ex);
+	ex->priv.ops->wait(ex);
 }
 
 /*
@@ -456,35 +562,35 @@ tunnel_run(struct exchange *ex)
 static void
 begin_tunnel(struct exchange *ex)
 {
-	struct source *src = ex->src;
-	struct tunnel *t = &ex->tunnel;
+	struct source *src = ex->priv.src;
+	struct tunnel *t = &ex->priv.tunnel;
 	bool fits;
 
 	kp_stats.tunnels++;
 	kp_stats.tunnels_open++;
-	buf_put(ex->req_head);
-	ex->req_head = NULL;
-	mover_release(&ex->resp_mover);
-	tunnel_init(t, ex->env->cfg->no_splice || !conn_pair_splices(&src->conn, ex->down));
-	fits = mover_preload(&t->to_client.mover, *ex->down_out);
+	buf_put(ex->priv.req_head);
+	ex->priv.req_head = NULL;
+	mover_release(&ex->priv.resp_mover);
+	tunnel_init(t, ex->priv.env->cfg->no_splice || !conn_pair_splices(&src->conn, ex->priv.down));
+	fits = mover_preload(&t->to_client.mover, *ex->priv.down_out);
 	fits = mover_preload(&t->to_client.mover, src->in) && fits;
-	fits = mover_preload(&t->to_origin.mover, *ex->down_in) && fits;
-	*ex->down_out = *ex->down_in = src->in = NULL;
+	fits = mover_preload(&t->to_origin.mover, *ex->priv.down_in) && fits;
+	*ex->priv.down_out = *ex->priv.down_in = src->in = NULL;
 	/* Counted open from here: exchange_release() counts the close. */
-	ex->tunneling = true;
+	ex->priv.mode = MODE_TUNNEL;
 	if (!fits) {
-		ex->ops->abort(ex, "too many bytes before the protocol switch");
+		ex->priv.ops->abort(ex, "too many bytes before the protocol switch");
 		return;
 	}
-	if (ex->down->eof)
+	if (ex->priv.down->eof)
 		t->to_origin.state = TUNNEL_DRAINING;
 	if (src->conn.eof)
 		t->to_client.state = TUNNEL_DRAINING;
 	/* A tunnel is never pooled: it stops counting against the host's cap. */
 	src->ops->detach(src);
-	log_debug("client fd %d: tunnel to %s open", ex->down->fd, ex->target.key);
+	log_debug("client fd %d: tunnel to %s open", ex->priv.down->fd, ex->target.key);
 	rearm(ex);
-	ex->ops->tunnel_opened(ex);
+	ex->priv.ops->tunnel_opened(ex);
 	tunnel_run(ex);
 }
 
@@ -493,29 +599,29 @@ begin_tunnel(struct exchange *ex)
 static void
 ready(struct dispatch_waiter *w, struct source *src)
 {
-	struct exchange *ex = container_of(w, struct exchange, waiter);
+	struct exchange *ex = container_of(w, struct exchange, priv.waiter);
 
-	ex->src = src;
-	src->reader = &ex->reader;
+	ex->priv.src = src;
+	src->reader = &ex->priv.reader;
 	/* Each source's answer is parsed from its start: a retry's, or a pipelined one's. */
-	http_parser_start(&ex->resp_parser, &ex->resp_head);
-	ex->held = src->held;
-	ex->resp_received = 0;
+	http_parser_start(&ex->priv.resp_parser, &ex->priv.resp_head);
+	ex->priv.held = src->held;
+	ex->priv.resp_received = 0;
 	/* Dispatch wrote the request behind another's: only its answer is left. */
 	if (w->source == DISPATCH_FROM_PIPELINE) {
-		ex->req_head_sent = buf_len(ex->req_head);
-		ex->req = REQ_DONE;
+		ex->priv.req_head_sent = buf_len(ex->priv.req_head);
+		ex->priv.req = REQ_DONE;
 	}
 	/* Splice needs both ends to be plain sockets. */
-	if (!conn_pair_splices(&src->conn, ex->down))
-		ex->copy_body = true;
-	if (ex->connect) {
+	if (!conn_pair_splices(&src->conn, ex->priv.down))
+		ex->priv.copy_body = true;
+	if (ex->priv.mode == MODE_CONNECT) {
 		static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-		struct buf **out = ex->down_out;
+		struct buf **out = ex->priv.down_out;
 
-		ex->status = 200;
+		ex->priv.status = 200;
 		if (!*out && !(*out = buf_get())) {
-			ex->ops->abort(ex, "out of memory");
+			ex->priv.ops->abort(ex, "out of memory");
 			return;
 		}
 		memcpy(buf_tail(*out), established, sizeof(established) - 1);
@@ -530,18 +636,18 @@ ready(struct dispatch_waiter *w, struct source *src)
 static void
 failed(struct dispatch_waiter *w, int status, const char *why)
 {
-	struct exchange *ex = container_of(w, struct exchange, waiter);
+	struct exchange *ex = container_of(w, struct exchange, priv.waiter);
 
-	ex->ops->reply(ex, status, why, true);
+	ex->priv.ops->reply(ex, status, why, true);
 }
 
 static void
 source_event(struct source_reader *r, int revents)
 {
-	struct exchange *ex = container_of(r, struct exchange, reader);
+	struct exchange *ex = container_of(r, struct exchange, priv.reader);
 
 	(void)revents;
-	if (ex->tunneling)
+	if (ex->priv.mode == MODE_TUNNEL)
 		tunnel_run(ex);
 	else
 		exchange_run(ex);
@@ -553,16 +659,16 @@ source_event(struct source_reader *r, int revents)
 static void
 redispatch(struct exchange *ex, enum dispatch_how how)
 {
-	struct source *dead = ex->src;
+	struct source *dead = ex->priv.src;
 	struct dispatch_target t;
 
-	ex->src = NULL;
-	ex->req = REQ_SENDING;
-	ex->req_head_sent = 0;
+	ex->priv.src = NULL;
+	ex->priv.req = REQ_SENDING;
+	ex->priv.req_head_sent = 0;
 	rearm(ex);
 	/* The new connect takes the dead one's place under the host's cap before it goes. */
 	t = dispatch_target_of(ex);
-	dispatch_request(ex->env->dispatch, &ex->waiter, &t, how);
+	dispatch_request(ex->priv.env->dispatch, &ex->priv.waiter, &t, how);
 	dead->ops->close(dead);
 }
 
@@ -574,55 +680,55 @@ redispatch(struct exchange *ex, enum dispatch_how how)
 static void
 source_lost(struct exchange *ex, const char *why)
 {
-	struct source *dead = ex->src;
+	struct source *dead = ex->priv.src;
 	struct retry_facts facts = {
 		.reused_connection = dead->reused,
-		.response_started = ex->resp_received > 0,
-		.idempotent = http_method_is_idempotent(ex->method),
-		.request_complete = ex->req == REQ_DONE,
-		.body_bytes_sent = ex->req_body_sent,
-		.retries = ex->retries,
+		.response_started = ex->priv.resp_received > 0,
+		.idempotent = http_method_is_idempotent(ex->priv.method),
+		.request_complete = ex->priv.req == REQ_DONE,
+		.body_bytes_sent = ex->priv.req_body_sent,
+		.retries = ex->priv.retries,
 	};
 
 	if (dead->held && !facts.response_started) {
 		log_debug("client fd %d: %s: the response held in memory cannot be served; asking "
 		          "the origin",
-		          ex->down->fd, ex->target.key);
-		redispatch(ex, ex->background ? ex->background_how : DISPATCH_ANY);
+		          ex->priv.down->fd, ex->target.key);
+		redispatch(ex, ex->priv.how);
 		return;
 	}
 	if (!retry_allowed(&facts)) {
 		kp_stats.errors[KP_ERR_RESET]++;
-		ex->ops->reply(ex, 502, why, true);
+		ex->priv.ops->reply(ex, 502, why, true);
 		return;
 	}
-	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", ex->down->fd,
+	log_debug("client fd %d: %s: pooled connection %s, retrying on a new one", ex->priv.down->fd,
 	          ex->target.key, why);
 	kp_stats.upstream_retries++;
-	ex->retries++;
+	ex->priv.retries++;
 	/* A background request never takes a fresh connection: it asks as it did the first time. */
-	redispatch(ex, ex->background ? ex->background_how : DISPATCH_FRESH);
+	redispatch(ex, ex->priv.how == DISPATCH_ANY ? DISPATCH_FRESH : ex->priv.how);
 }
 
 /* Frames what the client has sent so far into req_pending. -1: the exchange ended. */
 static int
 frame_request(struct exchange *ex)
 {
-	struct buf *in = *ex->down_in;
+	struct buf *in = *ex->priv.down_in;
 	size_t avail = in ? buf_len(in) : 0;
 	enum span_kind kind;
 	ssize_t n;
 
-	while (ex->req_pending < avail && !framer_done(&ex->req_body)) {
-		n = framer_next(&ex->req_body, buf_head(in) + ex->req_pending,
-		                avail - ex->req_pending, &kind);
+	while (ex->priv.req_pending < avail && !framer_done(&ex->priv.req_body)) {
+		n = framer_next(&ex->priv.req_body, buf_head(in) + ex->priv.req_pending,
+		                avail - ex->priv.req_pending, &kind);
 		if (n < 0) {
-			ex->ops->reply(ex, 400, "malformed chunked request body", false);
+			ex->priv.ops->reply(ex, 400, "malformed chunked request body", false);
 			return -1;
 		}
 		if (n == 0)
 			break;
-		ex->req_pending += (size_t)n;
+		ex->priv.req_pending += (size_t)n;
 	}
 	return 0;
 }
@@ -631,22 +737,22 @@ frame_request(struct exchange *ex)
 static int
 pump_request(struct exchange *ex)
 {
-	struct conn *upc = &ex->src->conn;
+	struct conn *upc = &ex->priv.src->conn;
 	ssize_t n;
 
-	while (ex->req == REQ_SENDING && !upc->write_failed) {
-		size_t head_left = buf_len(ex->req_head) - ex->req_head_sent;
+	while (ex->priv.req == REQ_SENDING && !upc->write_failed) {
+		size_t head_left = buf_len(ex->priv.req_head) - ex->priv.req_head_sent;
 		struct buf *in;
 
-		if (!ex->req_pending && frame_request(ex) < 0)
+		if (!ex->priv.req_pending && frame_request(ex) < 0)
 			return -1;
-		in = *ex->down_in;
-		if (head_left || ex->req_pending) {
-			n = conn_send_two(upc, buf_head(ex->req_head) + ex->req_head_sent, head_left,
-			                  ex->req_pending ? buf_head(in) : NULL, ex->req_pending);
+		in = *ex->priv.down_in;
+		if (head_left || ex->priv.req_pending) {
+			n = conn_send_two(upc, buf_head(ex->priv.req_head) + ex->priv.req_head_sent, head_left,
+			                  ex->priv.req_pending ? buf_head(in) : NULL, ex->priv.req_pending);
 			if (n < 0) {
 				/* The origin may have answered and closed; the response side decides. */
-				log_debug("client fd %d: %s: sending request: %s", ex->down->fd,
+				log_debug("client fd %d: %s: sending request: %s", ex->priv.down->fd,
 				          ex->target.key, strerror(errno));
 				upc->write_failed = true;
 				return 0;
@@ -656,26 +762,26 @@ pump_request(struct exchange *ex)
 			kp_stats.bytes_to_upstreams += (uint64_t)n;
 			progress(ex);
 			if ((size_t)n <= head_left) {
-				ex->req_head_sent += (size_t)n;
+				ex->priv.req_head_sent += (size_t)n;
 				continue;
 			}
-			ex->req_head_sent += head_left;
+			ex->priv.req_head_sent += head_left;
 			n -= (ssize_t)head_left;
 			buf_consume(in, (size_t)n);
-			ex->req_pending -= (size_t)n;
-			ex->req_body_sent += (uint64_t)n;
+			ex->priv.req_pending -= (size_t)n;
+			ex->priv.req_body_sent += (uint64_t)n;
 			continue;
 		}
-		if (framer_done(&ex->req_body)) {
-			ex->req = REQ_DONE;
+		if (framer_done(&ex->priv.req_body)) {
+			ex->priv.req = REQ_DONE;
 			rearm(ex);
 			/* What follows an upgrade may not be HTTP: nothing is pipelined behind it. */
-			if (ex->src->ops->sent && !ex->upgrade)
-				ex->src->ops->sent(ex->src);
+			if (ex->priv.src->ops->sent && ex->priv.mode != MODE_UPGRADE)
+				ex->priv.src->ops->sent(ex->priv.src);
 			break;
 		}
-		if (ex->down->eof) {
-			ex->ops->abort(ex, "client closed before its request body ended");
+		if (ex->priv.down->eof) {
+			ex->priv.ops->abort(ex, "client closed before its request body ended");
 			return -1;
 		}
 		return 0;   /* wait for more from the client */
@@ -689,9 +795,9 @@ pump_request(struct exchange *ex)
 static int
 write_head_out(struct exchange *ex, const struct response_plan *plan)
 {
-	struct buf *out = *ex->down_out;
-	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &ex->resp_head,
-	                                     buf_head(ex->src->in), plan);
+	struct buf *out = *ex->priv.down_out;
+	ssize_t n = http_write_response_head(buf_tail(out), buf_room(out), &ex->priv.resp_head,
+	                                     buf_head(ex->priv.src->in), plan);
 
 	if (n < 0)
 		return -1;
@@ -704,13 +810,13 @@ static struct plan_request
 request_facts(const struct exchange *ex)
 {
 	struct plan_request r = {
-		.method = ex->method,
-		.minor = ex->client_minor,
-		.keep_alive = ex->client_keep_alive && !ex->down->eof,
-		.upgrade = ex->upgrade,
-		.request_sent = ex->req == REQ_DONE,
-		.canonical = ex->to_memory,
-		.draining = ex->env->draining,
+		.method = ex->priv.method,
+		.minor = ex->priv.client_minor,
+		.keep_alive = ex->priv.client_keep_alive && !ex->priv.down->eof,
+		.upgrade = ex->priv.mode == MODE_UPGRADE,
+		.request_sent = ex->priv.req == REQ_DONE,
+		.canonical = ex->priv.to_memory,
+		.draining = ex->priv.env->draining,
 	};
 
 	return r;
@@ -720,29 +826,29 @@ request_facts(const struct exchange *ex)
 static void
 consume_head(struct exchange *ex, bool another_follows)
 {
-	buf_consume(ex->src->in, ex->resp_head.head_len);
+	buf_consume(ex->priv.src->in, ex->priv.resp_head.head_len);
 	if (another_follows)
-		http_parser_start(&ex->resp_parser, &ex->resp_head);
+		http_parser_start(&ex->priv.resp_parser, &ex->priv.resp_head);
 }
 
 static int
 response_head(struct exchange *ex)
 {
-	struct source *src = ex->src;
-	const struct http_head *h = &ex->resp_head;
-	struct buf **out = ex->down_out;
+	struct source *src = ex->priv.src;
+	const struct http_head *h = &ex->priv.resp_head;
+	struct buf **out = ex->priv.down_out;
 	struct plan_request facts;
 	struct plan plan;
 
-	switch (http_parse_head(&ex->resp_parser, buf_head(src->in), buf_len(src->in))) {
+	switch (http_parse_head(&ex->priv.resp_parser, buf_head(src->in), buf_len(src->in))) {
 	case HTTP_PARSE_MORE:
 		return 0;
 	case HTTP_PARSE_ERROR:
 		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
 		log_info("upstream %s: bad response head: %s", ex->target.key,
-		         http_parser_error_text(&ex->resp_parser));
-		ex->ops->reply(ex, 502,
-		               ex->resp_parser.error == HTTP_HEAD_TOO_LARGE
+		         http_parser_error_text(&ex->priv.resp_parser));
+		ex->priv.ops->reply(ex, 502,
+		               ex->priv.resp_parser.error == HTTP_HEAD_TOO_LARGE
 		                       ? "response head too large"
 		                       : "malformed response from the origin",
 		               false);
@@ -751,7 +857,7 @@ response_head(struct exchange *ex)
 		break;
 	}
 	if (!*out && !(*out = buf_get())) {
-		ex->ops->abort(ex, "out of memory");
+		ex->priv.ops->abort(ex, "out of memory");
 		return -1;
 	}
 	buf_compact(*out);
@@ -759,20 +865,20 @@ response_head(struct exchange *ex)
 	plan = plan_response(&facts, h);
 	switch (plan.action) {
 	case PLAN_REFUSE:
-		ex->ops->reply(ex, 502, plan.why, false);
+		ex->priv.ops->reply(ex, 502, plan.why, false);
 		return -1;
 	case PLAN_SWITCH:
 		if (write_head_out(ex, &plan.write) < 0) {
-			ex->ops->reply(ex, 502, "101 response head too large", false);
+			ex->priv.ops->reply(ex, 502, "101 response head too large", false);
 			return -1;
 		}
-		ex->status = 101;
+		ex->priv.status = 101;
 		consume_head(ex, false);
 		begin_tunnel(ex);
 		return -1;   /* no longer an exchange */
 	case PLAN_INTERIM:
 		if (write_head_out(ex, &plan.write) < 0) {
-			ex->ops->reply(ex, 502, "interim response head too large", false);
+			ex->priv.ops->reply(ex, 502, "interim response head too large", false);
 			return -1;
 		}
 		consume_head(ex, true);
@@ -783,31 +889,31 @@ response_head(struct exchange *ex)
 	case PLAN_FINAL:
 		break;
 	}
-	ex->status = h->status;
-	ex->upstream_reusable = plan.upstream_reusable;
+	ex->priv.status = h->status;
+	ex->priv.upstream_reusable = plan.upstream_reusable;
 	src->keep_alive_hint = (double)http_keep_alive_timeout(h, buf_head(src->in));
-	ex->dechunk = plan.write.dechunk;
+	ex->priv.dechunk = plan.write.dechunk;
 	/* Stopping: the head says so, rather than close a connection the client expects to keep. */
-	ex->client_keep_alive = plan.write.client_keep_alive && !ex->to_memory;
+	ex->priv.client_keep_alive = plan.write.client_keep_alive && !ex->priv.to_memory;
 	if (write_head_out(ex, &plan.write) < 0) {
-		ex->ops->reply(ex, 502, "response head too large to forward", false);
+		ex->priv.ops->reply(ex, 502, "response head too large to forward", false);
 		return -1;
 	}
-	if (ex->ops->heard)
-		ex->ops->heard(ex);
+	if (ex->priv.ops->heard)
+		ex->priv.ops->heard(ex);
 	if (hooks_of(ex) && hooks_of(ex)->heard) {
 		struct exchange_view v = view_of(ex);
 
 		end_hook(ex, false);
-		ex->hook_state = hooks_of(ex)->heard(hooks_of(ex)->ctx, &v, ex->req_head, h,
+		ex->priv.hook_state = hooks_of(ex)->heard(hooks_of(ex)->ctx, &v, ex->priv.req_head, h,
 		                                     buf_head(src->in), &src->conn);
 	}
 	/* Spliced bytes never pass through this process: the hook could not see them. */
-	if (ex->hook_state)
-		ex->copy_body = true;
+	if (ex->priv.hook_state)
+		ex->priv.copy_body = true;
 	consume_head(ex, false);
-	framer_init(&ex->resp_body, plan.body, h->content_length);
-	ex->resp = RESP_BODY;
+	framer_init(&ex->priv.resp_body, plan.body, h->content_length);
+	ex->priv.resp = RESP_BODY;
 	rearm(ex);
 	return 1;
 }
@@ -816,60 +922,60 @@ response_head(struct exchange *ex)
 static int
 frame_response(struct exchange *ex)
 {
-	struct buf *in = ex->src->in;
+	struct buf *in = ex->priv.src->in;
 	size_t avail = buf_len(in);
 	enum span_kind kind;
 	ssize_t n = 0;
 
 	/* A malformed span after good ones is found again once those are sent. */
-	if (ex->dechunk) {
+	if (ex->priv.dechunk) {
 		/* Only payload goes to an HTTP/1.0 client; framing is dropped here. */
-		n = framer_next(&ex->resp_body, buf_head(in), avail, &kind);
+		n = framer_next(&ex->priv.resp_body, buf_head(in), avail, &kind);
 		if (n > 0 && kind == SPAN_FRAMING)
 			buf_consume(in, (size_t)n);
 		else if (n > 0)
-			ex->resp_pending = (size_t)n;
+			ex->priv.resp_pending = (size_t)n;
 	} else {
 		/* Chunked framing passes through untouched: one send for many spans. */
-		while (ex->resp_pending < avail && !framer_done(&ex->resp_body)) {
-			n = framer_next(&ex->resp_body, buf_head(in) + ex->resp_pending,
-			                avail - ex->resp_pending, &kind);
+		while (ex->priv.resp_pending < avail && !framer_done(&ex->priv.resp_body)) {
+			n = framer_next(&ex->priv.resp_body, buf_head(in) + ex->priv.resp_pending,
+			                avail - ex->priv.resp_pending, &kind);
 			if (n <= 0)
 				break;
-			ex->resp_pending += (size_t)n;
+			ex->priv.resp_pending += (size_t)n;
 		}
-		n = ex->resp_pending || framer_done(&ex->resp_body) ? 1 : n;
+		n = ex->priv.resp_pending || framer_done(&ex->priv.resp_body) ? 1 : n;
 	}
 	if (n < 0) {
 		kp_stats.errors[KP_ERR_BAD_RESPONSE]++;
-		ex->ops->abort(ex, "malformed chunked response body");
+		ex->priv.ops->abort(ex, "malformed chunked response body");
 		return -1;
 	}
-	return n > 0 || framer_done(&ex->resp_body);
+	return n > 0 || framer_done(&ex->priv.resp_body);
 }
 
 /* The source ended (the origin closed or reset) with nothing left to forward. */
 static int
 source_ended(struct exchange *ex)
 {
-	bool reset = ex->src->conn.reset;
+	bool reset = ex->priv.src->conn.reset;
 
-	if (ex->resp == RESP_BODY && ex->resp_body.left == FRAME_UNTIL_CLOSE && !reset) {
-		ex->resp_body.left = FRAME_DONE;
-		ex->upstream_reusable = false;
+	if (ex->priv.resp == RESP_BODY && ex->priv.resp_body.left == FRAME_UNTIL_CLOSE && !reset) {
+		ex->priv.resp_body.left = FRAME_DONE;
+		ex->priv.upstream_reusable = false;
 		return 1;
 	}
-	if (ex->resp == RESP_HEAD && ex->resp_received == 0) {
+	if (ex->priv.resp == RESP_HEAD && ex->priv.resp_received == 0) {
 		source_lost(ex, reset ? "connection reset by the origin"
 		                        : "the origin closed the connection without answering");
 		return -1;
 	}
 	kp_stats.errors[KP_ERR_RESET]++;
-	if (ex->resp == RESP_HEAD) {
-		ex->ops->reply(ex, 502, "incomplete response head from the origin", false);
+	if (ex->priv.resp == RESP_HEAD) {
+		ex->priv.ops->reply(ex, 502, "incomplete response head from the origin", false);
 		return -1;
 	}
-	ex->ops->abort(ex, reset ? "origin reset the connection mid-response"
+	ex->priv.ops->abort(ex, reset ? "origin reset the connection mid-response"
 	                         : "origin closed the connection mid-response");
 	return -1;
 }
@@ -882,20 +988,20 @@ source_ended(struct exchange *ex)
 static int
 pull_response(struct exchange *ex)
 {
-	struct source *src = ex->src;
+	struct source *src = ex->priv.src;
 	enum move_status r;
 	size_t got = 0;
 
 	if (response_splices(ex)) {
-		uint64_t left = framer_payload_left(&ex->resp_body);
+		uint64_t left = framer_payload_left(&ex->priv.resp_body);
 
 		/* The mover notes EOF, reset and EAGAIN in the end's facts. */
-		r = mover_pull(&ex->resp_mover, &src->conn, left ? left : SIZE_MAX, &got);
+		r = mover_pull(&ex->priv.resp_mover, &src->conn, left ? left : SIZE_MAX, &got);
 		if (r == MOVE_OK)
-			framer_payload_moved(&ex->resp_body, got);
+			framer_payload_moved(&ex->priv.resp_body, got);
 		/* The mover fell back to copying (EINVAL): so does this response. */
-		if (r == MOVE_FULL && ex->resp_mover.copy) {
-			ex->copy_body = true;
+		if (r == MOVE_FULL && ex->priv.resp_mover.copy) {
+			ex->priv.copy_body = true;
 			return 1;
 		}
 	} else if (!src->in && !(src->in = buf_get())) {
@@ -906,8 +1012,8 @@ pull_response(struct exchange *ex)
 	}
 	switch (r) {
 	case MOVE_OK:
-		ex->resp_received += got;
-		if (ex->copy_body)
+		ex->priv.resp_received += got;
+		if (ex->priv.copy_body)
 			kp_stats.bytes_copied += got;
 		progress(ex);
 		return 1;
@@ -927,9 +1033,9 @@ push_spliced(struct exchange *ex, uint64_t *budget)
 {
 	size_t moved;
 
-	switch (mover_push(&ex->resp_mover, ex->down, &moved)) {
+	switch (mover_push(&ex->priv.resp_mover, ex->priv.down, &moved)) {
 	case MOVE_OK:
-		ex->resp_sent += moved;
+		ex->priv.resp_sent += moved;
 		kp_stats.bytes_to_clients += moved;
 		*budget = moved < *budget ? *budget - moved : 0;
 		progress(ex);
@@ -941,7 +1047,7 @@ push_spliced(struct exchange *ex, uint64_t *budget)
 	case MOVE_ERROR:
 		break;
 	}
-	ex->ops->abort(ex, "client went away");
+	ex->priv.ops->abort(ex, "client went away");
 	return -1;
 }
 
@@ -952,15 +1058,15 @@ push_spliced(struct exchange *ex, uint64_t *budget)
 static int
 push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 {
-	struct buf **out = ex->down_out;
-	struct buf *in = ex->src->in;
+	struct buf **out = ex->priv.down_out;
+	struct buf *in = ex->priv.src->in;
 	size_t out_len = *out ? buf_len(*out) : 0;
-	size_t body = pipe_first ? 0 : ex->resp_pending;
-	ssize_t n = conn_send_two(ex->down, out_len ? buf_head(*out) : NULL, out_len,
+	size_t body = pipe_first ? 0 : ex->priv.resp_pending;
+	ssize_t n = conn_send_two(ex->priv.down, out_len ? buf_head(*out) : NULL, out_len,
 	                          body ? buf_head(in) : NULL, body);
 
 	if (n < 0) {
-		ex->ops->abort(ex, "client went away");
+		ex->priv.ops->abort(ex, "client went away");
 		return -1;
 	}
 	if (n == 0)
@@ -979,11 +1085,11 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 		}
 	}
 	if (n) {
-		if (ex->hook_state)
-			ex->env->hooks->body(ex->hook_state, buf_head(in), (size_t)n);
+		if (ex->priv.hook_state)
+			ex->priv.env->hooks->body(ex->priv.hook_state, buf_head(in), (size_t)n);
 		buf_consume(in, (size_t)n);
-		ex->resp_pending -= (size_t)n;
-		ex->resp_sent += (uint64_t)n;
+		ex->priv.resp_pending -= (size_t)n;
+		ex->priv.resp_sent += (uint64_t)n;
 	}
 	return 1;
 }
@@ -996,20 +1102,20 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 static int
 response_drained(struct exchange *ex, bool body_done)
 {
-	struct source *src = ex->src;
+	struct source *src = ex->priv.src;
 
 	if (body_done)
-		ex->resp = RESP_DONE;
-	if (ex->resp == RESP_DONE)
+		ex->priv.resp = RESP_DONE;
+	if (ex->priv.resp == RESP_DONE)
 		return 0;
 	if (src->conn.eof)
 		return source_ended(ex) < 0 ? -1 : 2;
 	if (src->in && !has_room(src->in)) {
 		/* Full and still undecided: a head or a framing line too long. */
-		if (ex->resp == RESP_HEAD)
-			ex->ops->reply(ex, 502, "response head too large", false);
+		if (ex->priv.resp == RESP_HEAD)
+			ex->priv.ops->reply(ex, 502, "response head too large", false);
 		else
-			ex->ops->abort(ex, "chunk framing line too long");
+			ex->priv.ops->abort(ex, "chunk framing line too long");
 		return -1;
 	}
 	return 1;
@@ -1026,20 +1132,20 @@ response_drained(struct exchange *ex, bool body_done)
 static int
 pump_response(struct exchange *ex)
 {
-	struct source *src = ex->src;
+	struct source *src = ex->priv.src;
 	uint64_t budget = RESPONSE_BUDGET;
 	bool client_blocked = false;
 	int r;
 
 	for (;;) {
-		size_t out_len = *ex->down_out ? buf_len(*ex->down_out) : 0;
-		size_t in_pipe = mover_held(&ex->resp_mover);
-		bool body_done = ex->resp == RESP_BODY && framer_done(&ex->resp_body);
+		size_t out_len = *ex->priv.down_out ? buf_len(*ex->priv.down_out) : 0;
+		size_t in_pipe = mover_held(&ex->priv.resp_mover);
+		bool body_done = ex->priv.resp == RESP_BODY && framer_done(&ex->priv.resp_body);
 
 		/* Parse and frame first, so a head and its body can leave together. */
-		if (!ex->resp_pending && ex->resp != RESP_DONE && !body_done && src->in &&
+		if (!ex->priv.resp_pending && ex->priv.resp != RESP_DONE && !body_done && src->in &&
 		    buf_len(src->in)) {
-			r = ex->resp == RESP_HEAD ? response_head(ex) : frame_response(ex);
+			r = ex->priv.resp == RESP_HEAD ? response_head(ex) : frame_response(ex);
 			if (r < 0)
 				return -1;
 			if (r > 0)
@@ -1053,7 +1159,7 @@ pump_response(struct exchange *ex)
 				continue;
 			client_blocked = true;
 		}
-		if (!client_blocked && (out_len || ex->resp_pending)) {
+		if (!client_blocked && (out_len || ex->priv.resp_pending)) {
 			r = push_buffered(ex, in_pipe > 0, &budget);
 			if (r < 0)
 				return -1;
@@ -1081,50 +1187,50 @@ pump_response(struct exchange *ex)
 static void
 finish(struct exchange *ex)
 {
-	struct source *src = ex->src;
+	struct source *src = ex->priv.src;
 	/* An EOF already read makes the next request on it fail for certain. */
-	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !src->conn.write_failed &&
+	bool reusable = ex->priv.upstream_reusable && ex->priv.req == REQ_DONE && !src->conn.write_failed &&
 	                !src->conn.eof;
 
-	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->down->fd,
-	          ex->target.key, ex->status, ex->resp_sent, src->reused ? "reused" : "new",
-	          (clock_now(ex->env->clock) - ex->started) * 1000);
+	log_debug("client fd %d: %s -> %u, %" PRIu64 " bytes, %s upstream, %.1f ms", ex->priv.down->fd,
+	          ex->target.key, ex->priv.status, ex->priv.resp_sent, src->reused ? "reused" : "new",
+	          (clock_now(ex->priv.env->clock) - ex->priv.started) * 1000);
 	/* A client's answer over a connection used before: what reuse saved it (stats.h). */
-	if (src->reused && !ex->to_memory && src->conn.fd >= 0) {
-		ev_tstamp now = clock_now(ex->env->clock);
+	if (src->reused && !ex->priv.to_memory && src->conn.fd >= 0) {
+		ev_tstamp now = clock_now(ex->priv.env->clock);
 
 		/* One getsockopt a second per connection, not one per request. */
 		if (now - src->rtt_read_at >= 1.0) {
 			src->rtt = conn_path_figures(&src->conn).rtt;
 			src->rtt_read_at = now;
 		}
-		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->resp_received, ex->https);
+		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->priv.resp_received, ex->owner.https);
 	}
-	ex->src = NULL;
-	clock_timer_stop(&ex->timer);
-	if (ex->req != REQ_DONE)
-		ex->client_keep_alive = false;
+	ex->priv.src = NULL;
+	clock_timer_stop(&ex->priv.timer);
+	if (ex->priv.req != REQ_DONE)
+		ex->priv.client_keep_alive = false;
 	src->ops->release(src, reusable);
 	end_hook(ex, true);
-	ex->ops->finished(ex);
+	ex->priv.ops->finished(ex);
 }
 
 void
 exchange_run(struct exchange *ex)
 {
-	if (!ex->src) {
-		ex->ops->wait(ex);   /* still waiting for a connection */
+	if (!ex->priv.src) {
+		ex->priv.ops->wait(ex);   /* still waiting for a connection */
 		return;
 	}
-	if (ex->tunneling) {
+	if (ex->priv.mode == MODE_TUNNEL) {
 		tunnel_run(ex);
 		return;
 	}
 	if (pump_request(ex) < 0 || pump_response(ex) < 0)
 		return;
-	if (ex->resp == RESP_DONE) {
+	if (ex->priv.resp == RESP_DONE) {
 		finish(ex);
 		return;
 	}
-	ex->ops->wait(ex);
+	ex->priv.ops->wait(ex);
 }

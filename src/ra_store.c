@@ -454,7 +454,7 @@ static void
 fetch_heard(struct exchange *ex)
 {
 	struct ra_piece *p = piece_of(ex);
-	double rtt = conn_path_figures(&ex->src->conn).rtt;
+	double rtt = exchange_path(ex).rtt;
 
 	p->head_at = clock_now(p->shelf->st->env->clock);
 	if (rtt > 0)
@@ -487,7 +487,7 @@ fetch_finished(struct exchange *ex)
 	struct ra_piece *p = piece_of(ex);
 
 	/* An error, or a whole object for a range: the client asks the origin itself. */
-	if (ex->status != (p->whole ? 200 : 206)) {
+	if (exchange_status(ex) != (p->whole ? 200 : 206)) {
 		fetch_failed(p, "the origin did not answer with the piece");
 		return;
 	}
@@ -637,8 +637,8 @@ ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
 	s->pieces = p;
 	memstore_init(&p->mem, st->env->loop, f->charge, fetch_io);
 	exchange_init(&p->ex, st->env, &p->mem.writer, &p->in, &p->out, &fetch_ops, true);
-	p->ex.restricted = f->ask->restricted;
-	p->ex.https = f->ask->https;
+	p->ex.owner.restricted = f->ask->restricted;
+	p->ex.owner.https = f->ask->https;
 	target.path = "/";
 	target.path_len = 1;
 	kp_stats.readahead_predicted++;

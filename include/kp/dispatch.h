@@ -195,6 +195,20 @@ dispatch_queued(const struct dispatch_waiter *w)
 	return w->host != NULL;
 }
 
+/* Is w queued with no connect of its own on the way: waiting for others' connections to free? */
+static inline bool
+dispatch_queued_for_others(const struct dispatch_waiter *w)
+{
+	return w->host != NULL && w->connect == NULL;
+}
+
+/* How w's last connection came to it, in the access log's words (dispatch_source_names). */
+static inline const char *
+dispatch_source_name(const struct dispatch_waiter *w)
+{
+	return dispatch_source_names[w->source];
+}
+
 /*
  * Descriptors ran out (EMFILE or ENFILE): closes the oldest idle pooled
  * connection, since a client or a busy exchange needs the descriptor more.

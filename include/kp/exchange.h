@@ -106,18 +106,32 @@ struct exchange_hooks {
 	void (*ended)(void *state, bool complete);
 };
 
-struct exchange {
-	/* Set once by exchange_init() (and the owner's fields below); a reset keeps them. */
+/* What the owner tells the exchange about its end's requests: it sets them, the exchange reads. */
+struct exchange_owner {
+	const struct sockaddr *peer;  /* the asker's address: the access log and the hooks;
+	                               * NULL for the owner's own requests */
+	const char *fixed_key;        /* one dispatch key for every request (intercepted), or NULL */
+	bool restricted;              /* the asker is beyond this machine */
+	bool https;                   /* to the origin over TLS: intercepted */
+};
+
+/* How bytes go between the two ends. */
+enum exchange_mode {
+	MODE_RELAY,       /* a request, then its response */
+	MODE_CONNECT,     /* a CONNECT: becomes a tunnel once connected */
+	MODE_UPGRADE,     /* asked the origin to switch protocols: a tunnel after a 101 */
+	MODE_TUNNEL,      /* raw bytes both ways */
+};
+
+/* The exchange's own state: the owner neither reads nor writes it. */
+struct exchange_private {
+	/* Set once by exchange_init(); a reset keeps them. */
 	const struct exchange_ops *ops;
 	const struct proxy_env *env;
 	struct conn *down;            /* the end that asked */
 	struct buf **down_in;         /* its bytes: request body, then pipelined requests */
 	struct buf **down_out;        /* heads to send it before any payload */
 	bool to_memory;               /* the end is memory: responses in canonical form */
-	bool restricted;              /* the asker is beyond this machine (set by the owner) */
-	bool https;                   /* to the origin over TLS: intercepted (set by the owner) */
-	const struct sockaddr *peer;  /* the asker's address, for the hooks (set by the owner) */
-	const char *fixed_key;        /* the owner's dispatch key for every request, or NULL */
 	struct clock_timer timer;     /* the deadline of the current wait */
 	struct source_reader reader;  /* how the source tells of readiness */
 	/*
@@ -133,7 +147,7 @@ struct exchange {
 	ev_tstamp last_activity;      /* bytes last moved; the deadline counts from here */
 	enum request_phase req;
 	enum response_phase resp;
-	struct http_target target;
+	enum exchange_mode mode;
 	const char *key;              /* dispatch key: fixed_key, target.key, or key_buf */
 	char key_buf[DISPATCH_KEY_MAX];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
@@ -152,12 +166,13 @@ struct exchange {
 	bool dechunk;                 /* payload only, to an HTTP/1.0 client or memory: ends with the stream */
 	bool upstream_reusable;       /* framing and the origin allow pooling afterwards */
 	bool client_keep_alive;       /* the client may send another request afterwards */
-	bool background;              /* the owner's own request: never a fresh connection, even to retry */
-	enum dispatch_how background_how; /* BACKGROUND or AHEAD, as it was started */
+	/*
+	 * How dispatch was asked: DISPATCH_ANY for a client's request; the
+	 * owner's own (DISPATCH_BACKGROUND, DISPATCH_AHEAD) never gets a fresh
+	 * connection, even to retry, until a client waits for it.
+	 */
+	enum dispatch_how how;
 	bool held;                    /* the response comes from memory (read-ahead) */
-	bool connect;                 /* a CONNECT: becomes a tunnel once connected */
-	bool upgrade;                 /* asked the origin to switch protocols */
-	bool tunneling;               /* the tunnel is open */
 	struct tunnel tunnel;
 	uint8_t method;
 	uint8_t client_minor;
@@ -167,6 +182,18 @@ struct exchange {
 	unsigned retries;
 	uint16_t status;
 	ev_tstamp started;
+};
+
+/*
+ * An exchange: the owner's part (it sets owner, and parses the target of
+ * each request into target before exchange_forward) and the exchange's
+ * own (priv), which only exchange.c touches; everything else an owner
+ * learns through the functions below.
+ */
+struct exchange {
+	struct exchange_owner owner;
+	struct http_target target;    /* where the request in hand goes; cleared by a reset */
+	struct exchange_private priv;
 };
 
 /*
@@ -188,10 +215,41 @@ void exchange_rebind(struct exchange *ex, struct conn *down, struct buf **in, st
 void exchange_release(struct exchange *ex);
 
 /*
- * Notes what the parsed head says about the request (method, version,
- * keep-alive, body framing), before it is checked or forwarded.
+ * Notes what the parsed head h (spans into base) says about the request
+ * (method, version, keep-alive, body framing), before it is checked or
+ * forwarded, and its target for the access log, after url_prefix (the
+ * scheme and authority an intercepted request's origin-form lacks; NULL:
+ * none).
  */
-void exchange_open(struct exchange *ex, const struct http_head *h);
+void exchange_open(struct exchange *ex, const struct http_head *h, const char *base,
+                   const char *url_prefix);
+
+/* Has a response (or a tunnel) begun towards the asker, so that only a close can end it? */
+bool exchange_response_begun(const struct exchange *ex);
+/* May the asker send another request once this one is answered? */
+bool exchange_keeps_asker(const struct exchange *ex);
+/* The final status: the origin's, or the proxy's own answer's. */
+uint16_t exchange_status(const struct exchange *ex);
+/* The path under the source's connection, as the kernel measured it (conn_path_figures). */
+struct conn_path exchange_path(const struct exchange *ex);
+
+/*
+ * The owner answers the request itself with status (nothing of a response
+ * began): may the asker's connection stay afterwards? Only if keep_alive
+ * (the owner would keep it) and by the rule relayed responses follow: the
+ * asker asked to, its request was read whole, the proxy is not stopping.
+ * Then what was read of the request's body is dropped from *down_in. The
+ * verdict is kept for exchange_keeps_asker().
+ */
+bool exchange_answer_locally(struct exchange *ex, int status, bool keep_alive);
+
+/*
+ * The access log line of the request, once: an answer of the owner's own
+ * (how: "local", "intercepted"), or the relayed response as far as it
+ * went, with what served it. Nothing without --access-log or a peer.
+ */
+void exchange_log(struct exchange *ex, int status, uint64_t bytes, const char *how);
+void exchange_log_relayed(struct exchange *ex);
 
 /*
  * Forwards the checked request whose head starts *down_in: a CONNECT asks
@@ -229,7 +287,7 @@ const char *exchange_key(struct exchange *ex);
 static inline bool
 exchange_waiting(const struct exchange *ex)
 {
-	return dispatch_waiting(&ex->waiter);
+	return dispatch_waiting(&ex->priv.waiter);
 }
 
 /* The downstream end is readable or writable, or its buffer got bytes: move what can move. */
@@ -242,7 +300,7 @@ void exchange_watch(struct exchange *ex, bool *down_read, bool *down_write);
 static inline bool
 exchange_awaits_response(const struct exchange *ex)
 {
-	return ex->req == REQ_DONE && ex->resp == RESP_HEAD;
+	return ex->priv.req == REQ_DONE && ex->priv.resp == RESP_HEAD;
 }
 
 #endif

@@ -557,7 +557,7 @@ reader_finished(struct exchange *ex)
 
 	r->finished++;
 	/* A close-delimited response ends with the connection's sending side. */
-	if (!ex->client_keep_alive)
+	if (!ex->priv.client_keep_alive)
 		conn_shutdown_write(&r->conn);
 }
 
@@ -796,7 +796,7 @@ fetch_retried(const void *arg)
 {
 	const struct fetch *f = arg;
 
-	return f->ex.retries > 0 || store_over(arg);
+	return f->ex.priv.retries > 0 || store_over(arg);
 }
 
 static bool
@@ -892,7 +892,7 @@ reader_start(struct fixture *fx, struct reader *r, const char *request, struct m
 	assert_int_equal(http_parse_target(buf_head(r->in) + r->head.url.off, r->head.url.len,
 	                                   &r->ex.target),
 	                 0);
-	exchange_open(&r->ex, &r->head);
+	exchange_open(&r->ex, &r->head, buf_head(r->in), NULL);
 	if (from) {
 		memsource_open(&r->m, from);
 		r->m_open = true;
@@ -1012,7 +1012,7 @@ test_clients_served_from_memory(void **state)
 	reader_complete(fx, &fx->reader[0]);
 	reader_complete(fx, &fx->reader[1]);
 	assert_got_range(&fx->reader[0], RANGE_HEAD_SERVED(""));
-	assert_true(fx->reader[0].ex.client_keep_alive);
+	assert_true(fx->reader[0].ex.priv.client_keep_alive);
 	assert_got_range(&fx->reader[1], RANGE_HEAD_SERVED("Connection: close\r\n"));
 	assert_true(fx->reader[1].peer_eof);
 	assert_int_equal(origin_requests(&fx->origin), 1);
@@ -1109,7 +1109,7 @@ test_background_takes_a_freed_connection(void **state)
 	fetch_start(fx, bg, "/bg", "", DISPATCH_BACKGROUND);
 	spin(fx, 10);
 	assert_true(exchange_waiting(&bg->ex));
-	assert_null(bg->ex.waiter.connect);
+	assert_null(bg->ex.priv.waiter.connect);
 	assert_int_equal(fx->dispatch.open, 0);
 	assert_int_equal(origin_connections(&fx->origin), 0);
 
@@ -1118,7 +1118,7 @@ test_background_takes_a_freed_connection(void **state)
 	assert_true(run_until(fx, store_over, bg));
 	assert_int_equal(first->finished, 1);
 	assert_int_equal(bg->finished, 1);
-	assert_int_equal(bg->ex.waiter.source, DISPATCH_FROM_FREED);
+	assert_int_equal(bg->ex.priv.waiter.source, DISPATCH_FROM_FREED);
 	assert_int_equal(first->store.len, sizeof(first_stored) - 1);
 	assert_memory_equal(first->store.data, first_stored, first->store.len);
 	assert_int_equal(bg->store.len, sizeof(bg_stored) - 1);
@@ -1146,10 +1146,10 @@ test_promoted_background_connects(void **state)
 	assert_true(exchange_waiting(&bg->ex));
 	assert_int_equal(fx->dispatch.open, 0);
 	exchange_promote(&bg->ex);
-	assert_false(bg->ex.background);
+	assert_int_equal(bg->ex.priv.how, DISPATCH_ANY);
 	assert_true(run_until(fx, store_over, bg));
 	assert_int_equal(bg->finished, 1);
-	assert_int_equal(bg->ex.waiter.source, DISPATCH_FROM_CONNECT);
+	assert_int_equal(bg->ex.priv.waiter.source, DISPATCH_FROM_CONNECT);
 	assert_int_equal(bg->store.len, sizeof(bg_stored) - 1);
 	assert_memory_equal(bg->store.data, bg_stored, bg->store.len);
 	assert_int_equal(origin_connections(&fx->origin), 1);
@@ -1179,8 +1179,8 @@ test_background_leaves_the_cap_to_clients(void **state)
 	assert_true(run_until(fx, store_over, first));
 	assert_int_equal(fx->dispatch.idle, 1);
 	fetch_start(fx, bg, "/hold", "", DISPATCH_BACKGROUND);
-	assert_non_null(bg->ex.src);
-	assert_int_equal(bg->ex.waiter.source, DISPATCH_FROM_POOL);
+	assert_non_null(bg->ex.priv.src);
+	assert_int_equal(bg->ex.priv.waiter.source, DISPATCH_FROM_POOL);
 	assert_int_equal(fx->dispatch.open, 1);
 
 	snprintf(req, sizeof(req),
@@ -1188,7 +1188,7 @@ test_background_leaves_the_cap_to_clients(void **state)
 	         fx->origin.port, fx->origin.port);
 	reader_start(fx, r, req, NULL);
 	/* Not queued behind the cap: a connect of its own is on its way already. */
-	assert_true(r->ex.waiter.connect != NULL || r->ex.src != NULL);
+	assert_true(r->ex.priv.waiter.connect != NULL || r->ex.priv.src != NULL);
 	assert_int_equal(fx->dispatch.open, 2);
 	reader_complete(fx, r);
 	assert_int_equal(r->got_len, sizeof(served) - 1);
@@ -1229,17 +1229,17 @@ test_background_retry_stays_background(void **state)
 	assert_int_equal(fx->dispatch.idle, 1);
 	/* The origin closes the pooled connection under the background GET. */
 	fetch_start(fx, bg, "/drop-once", "", DISPATCH_BACKGROUND);
-	assert_non_null(bg->ex.src);
+	assert_non_null(bg->ex.priv.src);
 	assert_true(run_until(fx, fetch_retried, bg));
-	assert_null(bg->ex.waiter.connect);
-	assert_null(bg->ex.src);
+	assert_null(bg->ex.priv.waiter.connect);
+	assert_null(bg->ex.priv.src);
 	assert_int_equal(fx->dispatch.open, 0);
 
 	snprintf(req, sizeof(req),
 	         "GET http://127.0.0.1:%u/second HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
 	         fx->origin.port, fx->origin.port);
 	reader_start(fx, r, req, NULL);
-	assert_true(r->ex.waiter.connect != NULL || r->ex.src != NULL);
+	assert_true(r->ex.priv.waiter.connect != NULL || r->ex.priv.src != NULL);
 	reader_complete(fx, r);
 	assert_int_equal(r->got_len, sizeof(served) - 1);
 	assert_memory_equal(r->got, served, r->got_len);
