@@ -118,7 +118,7 @@ head_begins(struct client *c)
 	if (c->head_started > 0)
 		return;
 	c->head_started = ev_now(c->env->loop);
-	left = deadline(c) - c->head_started;
+	left = clock_deadline_left(deadline(c), c->head_started);
 	if (left < c->timer.repeat || !ev_is_active(&c->timer)) {
 		c->timer.repeat = left > 0 ? left : 0.001;
 		ev_timer_again(c->env->loop, &c->timer);
@@ -1091,10 +1091,10 @@ static void
 timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct client *c = container_of(w, struct client, timer);
-	ev_tstamp left = deadline(c) - ev_now(loop);
+	double left = clock_deadline_left(deadline(c), ev_now(loop));
 
 	(void)revents;
-	if (left > 0.001) {
+	if (left > 0) {
 		w->repeat = left;
 		ev_timer_again(loop, w);
 		return;

@@ -107,9 +107,10 @@ static void
 timer_fired(struct clock_timer *t)
 {
 	struct exchange *ex = container_of(t, struct exchange, priv.timer);
-	ev_tstamp left = ex->priv.last_activity + wait_timeout(ex) - clock_now(ex->priv.env->clock);
+	double left = clock_deadline_left(ex->priv.last_activity + wait_timeout(ex),
+	                                  clock_now(ex->priv.env->clock));
 
-	if (left > 0.001) {
+	if (left > 0) {
 		clock_timer_start(t, left);
 		return;
 	}

@@ -51,6 +51,19 @@ void clock_timer_stop(struct clock_timer *t);
 bool clock_timer_armed(const struct clock_timer *t);
 
 /*
+ * The one rule for a deadline that counts from the last activity (libev's
+ * manual, "Be smart about timeouts"): bytes moving only note the time, and
+ * a timer that fires before due, now, is started again for what is left.
+ * Returns those seconds, or 0 when the deadline is reached (within a
+ * millisecond, so that a timer is never started for nothing).
+ */
+static inline double
+clock_deadline_left(ev_tstamp due, ev_tstamp now)
+{
+	return due - now > 0.001 ? due - now : 0;
+}
+
+/*
  * A manual clock moves on by seconds, firing every timer that falls due on
  * the way, earliest first, each with the clock standing at its due time.
  */
