@@ -53,9 +53,9 @@ held_free(struct ra_hls *h, struct held_playlist *p)
 	h->nplaylists--;
 }
 
-/* Drops the least recently used playlist; false when none is held. */
+/* Evicts the least recently used playlist; false when none is held. */
 static bool
-forget_oldest(struct ra_hls *h)
+evict_oldest(struct ra_hls *h)
 {
 	struct held_playlist **pp = &h->playlists, *p;
 
@@ -308,7 +308,7 @@ ra_hls_close(struct ra_playlist *p, bool complete)
 		hls_free(held->pl);
 	} else {
 		if (h->nplaylists >= MAX_PLAYLISTS)
-			forget_oldest(h);
+			evict_oldest(h);
 		if (!(held = ra_key_keep(&p->key, sizeof(*held), offsetof(struct held_playlist, key)))) {
 			hls_free(pl);
 			free(p);
@@ -357,7 +357,7 @@ ra_hls_free(struct ra_hls *h)
 {
 	if (!h)
 		return;
-	while (forget_oldest(h))
+	while (evict_oldest(h))
 		;
 	free(h);
 }

@@ -1034,7 +1034,7 @@ free_shelf(struct table_node *n, void *arg)
 	while (s->pieces) {
 		struct ra_piece *p = s->pieces;
 
-		/* A reader still open points at the memory: it is failed and forgotten first. */
+		/* A reader still open points at the memory: it is failed and let go first. */
 		memstore_free(&p->mem);
 		p->readers = 0;
 		piece_free(p);

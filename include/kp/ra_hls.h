@@ -54,7 +54,7 @@ void ra_hls_data(struct ra_playlist *p, const char *data, size_t len);
 /* The response ended, whole (complete) or not; p is freed either way. */
 void ra_hls_close(struct ra_playlist *p, bool complete);
 
-/* Forgets playlists nobody followed for longer than --read-ahead-ttl. */
+/* Evicts the playlists nobody followed for longer than --read-ahead-ttl. */
 void ra_hls_sweep(struct ra_hls *h, ev_tstamp now);
 
 #endif

@@ -37,7 +37,7 @@ void ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct h
                     const char *base, const struct http_head *resp, const char *rbase,
                     double rtt);
 
-/* Forgets series quiet for longer than --read-ahead-ttl. */
+/* Stops the series quiet for longer than --read-ahead-ttl (their state is freed). */
 void ra_range_sweep(struct ra_range *r, ev_tstamp now);
 
 #endif

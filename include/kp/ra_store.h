@@ -189,7 +189,7 @@ struct ra_path ra_store_path(const struct ra_store *st, const struct ra_key *key
 /* The path as every fetch for key's client found it. */
 struct ra_path ra_store_client_path(const struct ra_store *st, const struct ra_key *key);
 
-/* Drops what waited longer than --read-ahead-ttl; forgets keys quiet that long. */
+/* Drops the pieces that waited longer than --read-ahead-ttl; frees shelves empty and quiet that long. */
 void ra_store_sweep(struct ra_store *st, ev_tstamp now);
 
 /*
