@@ -1482,6 +1482,44 @@ refused_piece_stops_the_range_series(void **state)
 	assert_int_equal(kp_stats.readahead_bytes_held, 0);
 }
 
+/*
+ * Rule (ra_range.h): another object at the URL starts the series afresh:
+ * the first piece of the new object is predicted from as the first piece
+ * of a download is.
+ *
+ * Known bug: ra_range_heard resets largest, uniform and stopped for the new
+ * object but keeps pieces and last_length, so the new object's first piece
+ * counts as the second of a series of one length (margin 0, exactly its
+ * length, instead of the longest / 0.95), and one of another length than
+ * the old object's last makes the series look varying (depth 1).
+ */
+static void
+another_object_starts_the_series_afresh(void **state)
+{
+	struct asker a;
+	unsigned before;
+	char fresh[256];
+
+	(void)state;
+#ifndef KP_KNOWN_BUGS
+	skip();
+#endif
+	asker_init(&a, "192.0.2.1", 40000, "http://o.example/obj");
+	/* A fresh download's first piece, of 2000 bytes at 0. */
+	range_heard(&a, &(struct answer)ANSWER(0, 1999, 10000, .fields = V2), 0);
+	snprintf(fresh, sizeof(fresh), "%s", fetched_since(0));
+	ra_range_free(fx.ranges);
+	ra_store_free(fx.st);
+	fx.st = ra_store_new(&fx.env);
+	fx.ranges = ra_range_new(&fx.env, fx.st);
+	/* The same piece as the first of another object, after two pieces of the old one. */
+	range_heard(&a, &(struct answer)ANSWER(4000, 4999, 10000), 0);
+	range_heard(&a, &(struct answer)ANSWER(5000, 5999, 10000), 0);
+	before = fakes.n;
+	range_heard(&a, &(struct answer)ANSWER(0, 1999, 10000, .fields = V2), 0);
+	assert_string_equal(fetched_since(before), fresh);
+}
+
 /* ---- the HLS predictor ------------------------------------------------------------- */
 
 #define SEGMENT_LEN 1000
@@ -1800,6 +1838,7 @@ main(void)
 		TEST(range_fetch_is_the_clients_request_moved_on),
 		TEST(another_object_drops_what_is_held_of_the_old),
 		TEST(refused_piece_stops_the_range_series),
+		TEST(another_object_starts_the_series_afresh),
 		TEST(segments_after_the_one_answered_are_fetched),
 		TEST(variant_switch_ends_the_old_playlists_far_fetches),
 		TEST(cmcd_next_object_is_fetched),
