@@ -159,7 +159,8 @@ ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct http_h
 	if (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, rbase)) {
 		ra_store_drop(r->st, &s->key, RA_DROP_HELD);
 		s->stopped = false;
-		s->largest = 0;
+		s->largest = s->last_length = 0;
+		s->pieces = 0;
 		s->uniform = true;
 	}
 	if (!keep_identity(s, &id, rbase) || s->stopped)

@@ -838,7 +838,8 @@ prepare_slice(struct memsource *m)
 	struct ra_piece *p = r->piece;
 	size_t max = cfg_of(p->shelf->st)->max_header_bytes;
 	struct http_head_edit edit = {.drop = drop, .content_range = true, .content_length = true};
-	struct http_parser ps;
+	/* Not parsed while the memory is empty: "no error" until then. */
+	struct http_parser ps = {.error = HTTP_HEAD_OK};
 	struct http_head resp;
 	struct object_identity id;
 	uint64_t complete;
@@ -884,7 +885,8 @@ prepare_whole(struct memsource *m)
 	struct ra_reader *r = m->owner;
 	struct ra_piece *p = r->piece;
 	size_t max = cfg_of(p->shelf->st)->max_header_bytes;
-	struct http_parser ps;
+	/* Not parsed while the memory is empty: "no error" until then. */
+	struct http_parser ps = {.error = HTTP_HEAD_OK};
 	struct http_head resp;
 
 	if (!m->store->data ||

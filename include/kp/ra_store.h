@@ -75,8 +75,8 @@ struct ra_ask {
  * The private fields that must match (Authorization, Cookie, and whatever
  * the response's Vary names) are not in the key: serving compares them, in
  * full, between the client's request and the proxy's, so that a piece
- * fetched with other credentials is refused and counted (unsafe) rather
- * than missed unseen, and its series stops.
+ * fetched with other credentials is not served and is counted (unsafe)
+ * rather than missed unseen; it stays for the client it was fetched for.
  */
 struct ra_key {
 	uint8_t family;                    /* AF_INET or AF_INET6 */
