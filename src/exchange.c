@@ -8,11 +8,16 @@
 
 #include "kp/config.h"
 #include "kp/evglue.h"
+#include "kp/hoststats.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/retry.h"
 #include "kp/stats.h"
+
+/* Every dispatch key fits a per-host counter's slot. */
+_Static_assert(sizeof(((struct exchange *)0)->key_buf) <= HOSTSTATS_KEY,
+               "a dispatch key longer than hoststats keeps");
 
 /* Bytes one response may read per call before yielding to other connections. */
 #define RESPONSE_BUDGET (1u << 20)
@@ -1043,10 +1048,26 @@ pump_response(struct exchange *ex)
 	}
 }
 
+/* A client's response is complete: its host's counters for the stats page (hoststats.h). */
+static void
+count_host(const struct exchange *ex, const struct source *src, double saved)
+{
+	struct host_counts add = {.requests = 1, .saved_seconds = saved};
+
+	if (ex->held) {
+		add.readahead = 1;
+		add.readahead_bytes = ex->resp_sent;
+	} else if (src->reused) {
+		add.reused = 1;
+	}
+	hoststats_count(ex->env->hosts, ex->key, &add);
+}
+
 static void
 finish(struct exchange *ex)
 {
 	struct source *src = ex->src;
+	double saved = 0;
 	/* An EOF already read makes the next request on it fail for certain. */
 	bool reusable = ex->upstream_reusable && ex->req == REQ_DONE && !src->conn.write_failed &&
 	                !src->conn.eof;
@@ -1063,8 +1084,11 @@ finish(struct exchange *ex)
 			src->rtt = net_rtt(src->conn.fd);
 			src->rtt_read_at = now;
 		}
-		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->resp_received, ex->https);
+		saved = stats_reuse_saving(src->rtt, ex->resp_received, ex->https);
+		kp_stats.saved_seconds += saved;
 	}
+	if (ex->env->hosts && !ex->to_memory)
+		count_host(ex, src, saved);
 	ex->src = NULL;
 	clock_timer_stop(&ex->timer);
 	if (ex->req != REQ_DONE)

@@ -16,6 +16,7 @@ struct auth;
 struct clock;
 struct dispatch;
 struct fd_budget;
+struct hoststats;
 struct intercept_memory;
 struct kp_config;
 struct readahead;
@@ -31,6 +32,7 @@ struct proxy_env {
 	struct intercept_memory *refusals;   /* clients that refused our certificate */
 	const struct auth *auth;             /* --auth-file's users; NULL: none asked */
 	struct readahead *readahead;         /* --read-ahead: pieces fetched ahead; NULL: off */
+	struct hoststats *hosts;             /* counters per host for --stats-listen; NULL: off */
 	bool draining;                       /* a stop signal came: finish what is in flight, no more */
 };
 
