@@ -85,6 +85,11 @@ config_defaults(struct kp_config *cfg)
 	cfg->read_ahead_ttl = 30;
 	/* Two: one piece arriving while the one before is read, and the one after that. */
 	cfg->read_ahead_depth = 4;
+	/*
+	 * 90 intervals of 10 s: the dashboard's 15 minutes, fine enough to show
+	 * a download of a minute, in a ring of 5 KiB (history.h).
+	 */
+	cfg->stats_interval = 10;
 	cfg->verbosity = 0;
 }
 
@@ -355,6 +360,10 @@ const struct config_option config_options[] = {
 	 "serve GET /metrics (Prometheus) and /stats (JSON)\n"
 	 "there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)",
 	 CUSTOM(parse_listen)},
+	{"stats-interval", 0, "SECONDS",
+	 "seconds between the samples the stats page keeps\n"
+	 "for its chart, 90 intervals (default 10)",
+	 SECONDS(stats_interval, "stats interval must be a number of seconds above 0")},
 	{"grace", 0, "SECONDS",
 	 "on SIGTERM or SIGINT, let responses in flight\n"
 	 "finish this long, 0 for none (default 10)",

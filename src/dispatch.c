@@ -540,6 +540,12 @@ take_pooled(struct dispatch *d, const char *key)
 	return NULL;
 }
 
+size_t
+dispatch_idle_count(const struct dispatch *d, const char *key)
+{
+	return d->pool ? pool_count_key(d->pool, key) : 0;
+}
+
 void
 dispatch_each_idle_host(const struct dispatch *d,
                         void (*fn)(const char *key, size_t idle, void *arg), void *arg)

@@ -10,11 +10,16 @@
 #include "kp/access_log.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
+#include "kp/hoststats.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/retry.h"
 #include "kp/stats.h"
+
+/* Every dispatch key fits a per-host counter's slot. */
+_Static_assert(sizeof(((struct exchange *)0)->priv.key_buf) <= HOSTSTATS_KEY,
+               "a dispatch key longer than hoststats keeps");
 
 /* Bytes one response may read per call before yielding to other connections. */
 #define RESPONSE_BUDGET (1u << 20)
@@ -1185,10 +1190,26 @@ pump_response(struct exchange *ex)
 	}
 }
 
+/* A client's response is complete: its host's counters for the stats page (hoststats.h). */
+static void
+count_host(const struct exchange *ex, const struct source *src, double saved)
+{
+	struct host_counts add = {.requests = 1, .saved_seconds = saved};
+
+	if (ex->priv.held) {
+		add.readahead = 1;
+		add.readahead_bytes = ex->priv.resp_sent;
+	} else if (src->reused) {
+		add.reused = 1;
+	}
+	hoststats_count(ex->priv.env->hosts, ex->priv.key, &add);
+}
+
 static void
 finish(struct exchange *ex)
 {
 	struct source *src = ex->priv.src;
+	double saved = 0;
 	/* An EOF already read makes the next request on it fail for certain. */
 	bool reusable = ex->priv.upstream_reusable && ex->priv.req == REQ_DONE && !src->conn.write_failed &&
 	                !src->conn.eof;
@@ -1205,8 +1226,11 @@ finish(struct exchange *ex)
 			src->rtt = conn_path_figures(&src->conn).rtt;
 			src->rtt_read_at = now;
 		}
-		kp_stats.saved_seconds += stats_reuse_saving(src->rtt, ex->priv.resp_received, ex->owner.https);
+		saved = stats_reuse_saving(src->rtt, ex->priv.resp_received, ex->owner.https);
+		kp_stats.saved_seconds += saved;
 	}
+	if (ex->priv.env->hosts && !ex->priv.to_memory)
+		count_host(ex, src, saved);
 	ex->priv.src = NULL;
 	clock_timer_stop(&ex->priv.timer);
 	if (ex->priv.req != REQ_DONE)

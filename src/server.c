@@ -17,6 +17,7 @@
 #include "kp/dns.h"
 #include "kp/evglue.h"
 #include "kp/hostcheck.h"
+#include "kp/hoststats.h"
 #if KP_TLS
 #include "kp/intercept.h"
 #endif
@@ -448,7 +449,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
 	                  &srv->fds) < 0 ||
-	    (cfg->read_ahead && !(srv->readahead = readahead_new(&srv->env)))) {
+	    (cfg->read_ahead && !(srv->readahead = readahead_new(&srv->env))) ||
+	    (cfg->stats_addr && !(srv->env.hosts = calloc(1, sizeof(*srv->env.hosts))))) {
 		log_error("out of memory");
 		return -1;
 	}
@@ -520,6 +522,8 @@ server_shutdown(struct server *srv)
 	/* Connects nobody waits for any more, and the idle pool. */
 	dispatch_shutdown(&srv->dispatch);
 	client_reap(&srv->clients);
+	free(srv->env.hosts);
+	srv->env.hosts = NULL;
 	dns_shutdown();
 	pipes_shutdown();
 	ev_signal_stop(srv->loop, &srv->sigint_watcher);

@@ -50,10 +50,8 @@ stats_log_summary(void)
 	         s->readahead_failed, s->readahead_bytes_held);
 }
 
-static void append(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-append(struct stats_text *t, const char *fmt, ...)
+void
+stats_printf(struct stats_text *t, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -219,49 +217,48 @@ stats_render_prometheus(struct stats_text *t)
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
 		const struct metric *m = &metrics[i];
 
-		append(t, "# HELP keepalive_proxy_%s %s\n# TYPE keepalive_proxy_%s %s\n"
-		          "keepalive_proxy_%s %" PRIu64 "\n",
-		       m->name, m->help, m->name, m->type, m->name, *m->value);
+		stats_printf(t, "# HELP keepalive_proxy_%s %s\n# TYPE keepalive_proxy_%s %s\n"
+		                "keepalive_proxy_%s %" PRIu64 "\n",
+		             m->name, m->help, m->name, m->type, m->name, *m->value);
 	}
-	append(t, "# HELP keepalive_proxy_queue_wait_seconds_total Time requests waited for a "
-	          "connection.\n# TYPE keepalive_proxy_queue_wait_seconds_total counter\n"
-	          "keepalive_proxy_queue_wait_seconds_total %.6f\n",
-	       kp_stats.queue_wait_seconds);
-	append(t, "# HELP keepalive_proxy_saved_seconds_total Time reused connections saved clients, "
-	          "estimated (handshakes and slow start skipped).\n"
-	          "# TYPE keepalive_proxy_saved_seconds_total counter\n"
-	          "keepalive_proxy_saved_seconds_total %.6f\n",
-	       kp_stats.saved_seconds);
-	append(t, "# HELP keepalive_proxy_errors_total Failures, by kind.\n"
-	          "# TYPE keepalive_proxy_errors_total counter\n");
+	stats_printf(t, "# HELP keepalive_proxy_queue_wait_seconds_total Time requests waited for a "
+	                "connection.\n# TYPE keepalive_proxy_queue_wait_seconds_total counter\n"
+	                "keepalive_proxy_queue_wait_seconds_total %.6f\n",
+	             kp_stats.queue_wait_seconds);
+	stats_printf(t, "# HELP keepalive_proxy_saved_seconds_total Time reused connections saved "
+	                "clients, estimated (handshakes and slow start skipped).\n"
+	                "# TYPE keepalive_proxy_saved_seconds_total counter\n"
+	                "keepalive_proxy_saved_seconds_total %.6f\n",
+	             kp_stats.saved_seconds);
+	stats_printf(t, "# HELP keepalive_proxy_errors_total Failures, by kind.\n"
+	                "# TYPE keepalive_proxy_errors_total counter\n");
 	for (int k = 0; k < KP_ERR_KINDS; k++)
-		append(t, "keepalive_proxy_errors_total{kind=\"%s\"} %" PRIu64 "\n", kp_error_names[k],
-		       kp_stats.errors[k]);
+		stats_printf(t, "keepalive_proxy_errors_total{kind=\"%s\"} %" PRIu64 "\n",
+		             kp_error_names[k], kp_stats.errors[k]);
+}
+
+void
+stats_json_key(struct stats_text *t, const char *key)
+{
+	/*
+	 * Keys are counter names or dispatch keys (host:port from parsed URLs,
+	 * a scheme before, a marker after): no quote or backslash is in them.
+	 */
+	stats_printf(t, "%s\"%s\": ", t->len && t->data[t->len - 1] == '{' ? "" : ", ", key);
 }
 
 void
 stats_render_json(struct stats_text *t)
 {
-	append(t, "{");
+	stats_printf(t, "{");
 	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
-		append(t, "\"%s\": %" PRIu64 ", ", metrics[i].name, *metrics[i].value);
-	append(t, "\"queue_wait_seconds_total\": %.6f, \"saved_seconds_total\": %.6f, "
-	          "\"errors_total\": {",
-	       kp_stats.queue_wait_seconds, kp_stats.saved_seconds);
-	for (int k = 0; k < KP_ERR_KINDS; k++)
-		append(t, "%s\"%s\": %" PRIu64, k ? ", " : "", kp_error_names[k], kp_stats.errors[k]);
-	append(t, "}, \"idle_per_host\": {");
-}
-
-void
-stats_json_idle_host(struct stats_text *t, const char *key, size_t idle)
-{
-	/* Keys are host:port from parsed URLs: no quote or backslash can be in them. */
-	append(t, "%s\"%s\": %zu", t->len && t->data[t->len - 1] == '{' ? "" : ", ", key, idle);
-}
-
-void
-stats_json_end(struct stats_text *t)
-{
-	append(t, "}}\n");
+		stats_printf(t, "\"%s\": %" PRIu64 ", ", metrics[i].name, *metrics[i].value);
+	stats_printf(t, "\"queue_wait_seconds_total\": %.6f, \"saved_seconds_total\": %.6f, "
+	                "\"errors_total\": {",
+	             kp_stats.queue_wait_seconds, kp_stats.saved_seconds);
+	for (int k = 0; k < KP_ERR_KINDS; k++) {
+		stats_json_key(t, kp_error_names[k]);
+		stats_printf(t, "%" PRIu64, kp_stats.errors[k]);
+	}
+	stats_printf(t, "}");
 }

@@ -1,6 +1,7 @@
 #include "kp/stats_page.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +13,8 @@
 #include "kp/dispatch.h"
 #include "kp/dns.h"
 #include "kp/evglue.h"
+#include "kp/history.h"
+#include "kp/hoststats.h"
 #include "kp/http.h"
 #include "kp/log.h"
 #include "kp/net.h"
@@ -83,7 +86,54 @@ respond(struct page_conn *pc, int status, const char *type, struct stats_text *b
 static void
 idle_host(const char *key, size_t idle, void *arg)
 {
-	stats_json_idle_host(arg, key, idle);
+	stats_json_key(arg, key);
+	stats_printf(arg, "%zu", idle);
+}
+
+/* The hosts with idle connections whose counters the table does not hold. */
+struct uncounted {
+	struct stats_text *t;
+	const struct hoststats *hs;
+};
+
+static void
+idle_uncounted_host(const char *key, size_t idle, void *arg)
+{
+	struct uncounted *u = arg;
+
+	if (!hoststats_find(u->hs, key))
+		hoststats_json(u->t, key, idle, NULL);
+}
+
+/*
+ * /stats: the counters, then what they do not know: idle connections per
+ * host (dispatch's), counters per host (the env's table) with them, and
+ * the samples for the chart.
+ */
+static void
+render_stats(const struct stats_page *sp, struct stats_text *t)
+{
+	struct dispatch *d = sp->env->dispatch;
+	const struct hoststats *hs = sp->env->hosts;
+
+	stats_render_json(t);
+	stats_printf(t, ", \"idle_per_host\": {");
+	dispatch_each_idle_host(d, idle_host, t);
+	stats_printf(t, "}, \"hosts\": {");
+	if (hs) {
+		struct uncounted u = {t, hs};
+
+		for (unsigned i = 0; i < hs->used; i++)
+			hoststats_json(t, hs->slot[i].key, dispatch_idle_count(d, hs->slot[i].key),
+			               &hs->slot[i].counts);
+		dispatch_each_idle_host(d, idle_uncounted_host, &u);
+	}
+	stats_printf(t, "}, \"hosts_forgotten\": %" PRIu64, hs ? hs->forgotten : 0);
+	if (sp->history) {
+		stats_printf(t, ", \"history\": ");
+		history_json(sp->history, t, clock_now(sp->env->clock));
+	}
+	stats_printf(t, "}\n");
 }
 
 static void
@@ -103,9 +153,7 @@ answer(struct page_conn *pc)
 		respond(pc, body.failed ? 503 : 200, "text/plain; version=0.0.4", &body);
 	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
 	           strncmp(pc->in + 4, "/stats ", 7) == 0) {
-		stats_render_json(&body);
-		dispatch_each_idle_host(pc->sp->env->dispatch, idle_host, &body);
-		stats_json_end(&body);
+		render_stats(pc->sp, &body);
 		respond(pc, body.failed ? 503 : 200, "application/json", &body);
 #if KP_DASHBOARD
 	} else if (line > 4 && strncmp(pc->in, "GET ", 4) == 0 &&
@@ -220,6 +268,13 @@ stats_page_init(struct stats_page *sp, const struct proxy_env *env)
 		          strerror(errno));
 		return -1;
 	}
+	/* Allocated only here: a daemon without the page keeps no samples. */
+	if (!(sp->history = malloc(sizeof(*sp->history)))) {
+		log_error("out of memory");
+		net_close(&sp->listen_fd);
+		return -1;
+	}
+	history_start(sp->history, env->clock, cfg->stats_interval);
 	ev_io_init(&sp->accept_watcher, page_accept, sp->listen_fd, EV_READ);
 	ev_io_start(env->loop, &sp->accept_watcher);
 	log_info("stats page on %s port %u: %s/metrics, /stats", cfg->stats_addr, cfg->stats_port,
@@ -233,6 +288,11 @@ stats_page_shutdown(struct stats_page *sp)
 	if (sp->listen_fd >= 0) {
 		ev_io_stop(sp->env->loop, &sp->accept_watcher);
 		net_close(&sp->listen_fd);
+	}
+	if (sp->history) {
+		history_stop(sp->history);
+		free(sp->history);
+		sp->history = NULL;
 	}
 	while (sp->conns)
 		page_close(sp->conns);

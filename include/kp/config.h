@@ -41,6 +41,7 @@ struct kp_config {
 	const char *stats_addr;      /* --stats-listen address; NULL: no stats page */
 	unsigned stats_port;
 	char stats_addr_buf[64];
+	double stats_interval;       /* --stats-interval: seconds between the chart's samples */
 
 	/* Where it may go. */
 	struct cidr deny_dest[KP_MAX_CIDRS];    /* --deny-dest: for every client */

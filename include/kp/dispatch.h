@@ -216,6 +216,8 @@ dispatch_source_name(const struct dispatch_waiter *w)
  */
 bool dispatch_free_descriptor(struct dispatch *d);
 
+/* Idle connections kept for key. */
+size_t dispatch_idle_count(const struct dispatch *d, const char *key);
 /* Calls fn for every host with idle connections: its key and how many. */
 void dispatch_each_idle_host(const struct dispatch *d,
                              void (*fn)(const char *key, size_t idle, void *arg), void *arg);

@@ -17,6 +17,7 @@ struct clock;
 struct dispatch;
 struct exchange_hooks;
 struct fd_budget;
+struct hoststats;
 struct intercept_memory;
 struct kp_config;
 struct tls;
@@ -31,6 +32,7 @@ struct proxy_env {
 	struct intercept_memory *refusals;   /* clients that refused our certificate */
 	const struct auth *auth;             /* --auth-file's users; NULL: none asked */
 	const struct exchange_hooks *hooks;  /* what watches client exchanges (--read-ahead); NULL: nothing */
+	struct hoststats *hosts;             /* counters per host for --stats-listen; NULL: off */
 	bool draining;                       /* a stop signal came: finish what is in flight, no more */
 };
 

@@ -95,12 +95,14 @@ void stats_log_summary(void);
 
 /* A growing text buffer the renderers append to; NULL data when memory ran out. */
 struct stats_text {
-	char *data;
-	size_t len, cap;
-	bool failed;
+	char *data;       /* the text so far, not NUL-terminated; NULL: nothing yet */
+	size_t len, cap;  /* its length, and the room allocated */
+	bool failed;      /* memory ran out: the text is incomplete and nothing more is added */
 };
 
-/* The counters in the Prometheus text format (version 0.0.4). */
+/* Appends to t, growing it; on failure sets t->failed and adds nothing more. */
+void stats_printf(struct stats_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /*
  * What one response served on a reused connection saved its client, in
  * seconds, from the connection's round-trip time (TCP_INFO) and the body
@@ -113,14 +115,15 @@ struct stats_text {
  */
 double stats_reuse_saving(double rtt, uint64_t bytes, bool tls);
 
+/* The counters in the Prometheus text format (version 0.0.4). */
 void stats_render_prometheus(struct stats_text *t);
 /*
- * The same numbers as JSON, then an object of idle connections per host,
- * which the caller fills with stats_json_idle_host() and stats_json_end()
- * closes: the counters do not know where connections are kept.
+ * The same numbers as one JSON object, left open: the caller adds what the
+ * counters do not know (connections per host, the history) with
+ * stats_json_key() and stats_printf(), then the closing brace.
  */
 void stats_render_json(struct stats_text *t);
-void stats_json_idle_host(struct stats_text *t, const char *key, size_t idle);
-void stats_json_end(struct stats_text *t);
+/* `"key": ` as the next member of the object being written, after a comma unless it is the first. */
+void stats_json_key(struct stats_text *t, const char *key);
 
 #endif

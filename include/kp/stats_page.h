@@ -1,9 +1,11 @@
 /*
  * The stats page: a second listening socket (--stats-listen) in the same
  * loop, answering GET /metrics (Prometheus text format) and GET /stats
- * (JSON) with the counters of stats.h, 404 for anything else, and 403 for
- * clients outside --allow. One request per connection; nothing it does
- * touches the proxy's own clients or upstream connections.
+ * (JSON) with the counters of stats.h, those per host (hoststats.h) and
+ * the last minutes of them (history.h), GET / with the dashboard when it
+ * is built in, 404 for anything else, and 403 for clients outside
+ * --allow. One request per connection; nothing it does touches the
+ * proxy's own clients or upstream connections.
  */
 #ifndef KP_STATS_PAGE_H
 #define KP_STATS_PAGE_H
@@ -12,11 +14,14 @@
 
 #include "kp/env.h"
 
+struct history;
+
 struct stats_page {
 	const struct proxy_env *env;
 	int listen_fd;                 /* -1: off */
 	ev_io accept_watcher;
 	struct page_conn *conns;       /* open connections, for shutdown */
+	struct history *history;       /* the samples /stats gives for the chart; NULL: off */
 };
 
 /* Listens when the config asks for it; -1 with a message logged on failure. */

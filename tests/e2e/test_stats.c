@@ -1,7 +1,8 @@
 /*
  * The stats page (--stats-listen): /metrics and /stats show what a scripted
- * run did, counters never go backwards, the copy path counts every byte it
- * moves, anything else is 404, and the page obeys --allow.
+ * run did (per host too, and the samples for the chart), counters never go
+ * backwards, the copy path counts every byte it moves, anything else is
+ * 404, and the page obeys --allow.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ numbers_match_a_scripted_run(void)
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	struct response r;
 	const char *text;
-	char host[64], connect[128];
+	char host[256], connect[128];
 	int status;
 	double t0 = now_s(), wait, spliced, copied;
 
@@ -89,6 +90,17 @@ numbers_match_a_scripted_run(void)
 	snprintf(host, sizeof(host), "\"127.0.0.1:%d\": 1", origin_port(og));
 	if (!strstr(text, host))
 		fail_msg("no idle count for the origin (%s) in:\n%s", host, text);
+	/* Per host: its idle connection, its three responses, two over a connection used before. */
+	snprintf(host, sizeof(host),
+	         "\"hosts\": {\"127.0.0.1:%d\": {\"idle\": 1, \"requests\": 3, \"reused\": 2, "
+	         "\"readahead\": 0, \"readahead_bytes\": 0, \"saved_seconds\": ",
+	         origin_port(og));
+	if (!strstr(text, host))
+		fail_msg("no counters for the origin (%s) in:\n%s", host, text);
+	/* The samples: the one taken at the start at least, every counter an array. */
+	if (!strstr(text, "\"hosts_forgotten\": 0, \"history\": {\"interval\": 10, \"taken\": ") ||
+	    !strstr(text, "\"pooled\": [0") || !strstr(text, "\"saved\": [0.000000"))
+		fail_msg("no history of samples in:\n%s", text);
 
 	stats_page(stats_port, "/other", &status);
 	assert_int_equal(status, 404);

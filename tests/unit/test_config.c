@@ -115,6 +115,7 @@ test_defaults(void **state)
 	assert_null(cfg.pidfile);
 	assert_false(cfg.log_query);
 	assert_null(cfg.stats_addr);
+	assert_seconds(cfg.stats_interval, 10);
 	assert_int_equal(cfg.ndeny_dest, 0);
 	assert_int_equal(cfg.nallow_dest, 0);
 	assert_seconds(cfg.idle_timeout, 50);
@@ -668,6 +669,7 @@ static const struct {
 static const char *const seconds_options[] = {
 	"idle-timeout", "queue-timeout", "connect-timeout", "response-timeout", "io-timeout",
 	"client-timeout", "header-timeout", "dns-ttl", "tunnel-timeout", "read-ahead-ttl",
+	"stats-interval",
 };
 
 static const struct config_option *
@@ -828,6 +830,7 @@ static const struct {
 	{"log-query", AT(log_query)},
 	{"syslog", AT(syslog)},
 	{"pidfile", AT(pidfile)},
+	{"stats-interval", AT(stats_interval)},
 	{"pipe-size", AT(pipe_size)},
 	{"no-splice", AT(no_splice)},
 	{"upstream-rcvbuf", AT(upstream_rcvbuf)},
