@@ -358,6 +358,7 @@ pipeline_onto(struct dispatch_conn *dc, struct dispatch_waiter *w)
 		dc->piped_oldest = w;
 	dc->piped_newest = w;
 	dc->piped++;
+	kp_stats.upstream_pipelined++;
 	log_debug("upstream %s fd %d: request pipelined (%u behind the one in progress)",
 	          dc->up.key, dc->up.src.conn.fd, dc->piped);
 	return true;

@@ -674,8 +674,9 @@ drop_far(struct ra_shelf *s)
 
 		if (p->state != PIECE_FETCHING || p->readers || p->dead || left <= p->expect / 4)
 			continue;
-		log_debug("read-ahead %.*s: abandoned, %s to come", (int)s->key.path_len,
+		log_debug("read-ahead %.*s: a fetch dropped, %s to come", (int)s->key.path_len,
 		          s->key.path, left == UINT64_MAX ? "an unknown length" : "more than a quarter");
+		kp_stats.readahead_cut++;
 		exchange_release(&p->ex);
 		p->state = PIECE_FAILED;
 		memstore_fail(&p->mem);

@@ -37,7 +37,8 @@ stats_log_summary(void)
 	         " (resumed %" PRIu64 ", unverified %" PRIu64 "), leaves minted %" PRIu64
 	         " (cached %" PRIu64 "), read-ahead %" PRIu64 " (hits %" PRIu64 ", joins %" PRIu64
 	         ", misses %" PRIu64 ", wasted %" PRIu64 " bytes, unsafe %" PRIu64
-	         ", throttled %" PRIu64 ", failed %" PRIu64 ", held %" PRIu64 " bytes)",
+	         ", throttled %" PRIu64 ", failed %" PRIu64 ", cut %" PRIu64 ", held %" PRIu64
+	         " bytes), pipelined %" PRIu64,
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
 	         s->requests_on_freed, s->connects_started, s->connects_won, s->connects_unused,
 	         s->upstream_connects, s->upstream_connect_failures, s->queued, s->queue_waits,
@@ -47,7 +48,8 @@ stats_log_summary(void)
 	         s->tls_verify_failures, s->tls_leaves_minted, s->tls_leaves_in_cache,
 	         s->readahead_predicted, s->readahead_hits, s->readahead_joins, s->readahead_misses,
 	         s->readahead_wasted_bytes, s->readahead_unsafe, s->readahead_throttled,
-	         s->readahead_failed, s->readahead_bytes_held);
+	         s->readahead_failed, s->readahead_cut, s->readahead_bytes_held,
+	         s->upstream_pipelined);
 }
 
 void
@@ -159,7 +161,7 @@ static const struct metric metrics[] = {
 	{"readahead_joins_total", "counter", "Client requests served from a piece still arriving.",
 	 &kp_stats.readahead_joins},
 	{"readahead_misses_total", "counter",
-	 "Requests on a stream with pieces held that matched none of them.",
+	 "Requests of a client for a URL with pieces held that matched none of them.",
 	 &kp_stats.readahead_misses},
 	{"readahead_wasted_bytes_total", "counter", "Bytes fetched ahead and never served.",
 	 &kp_stats.readahead_wasted_bytes},
@@ -171,6 +173,12 @@ static const struct metric metrics[] = {
 	 &kp_stats.readahead_throttled},
 	{"readahead_failed_total", "counter", "Fetches ahead that failed.",
 	 &kp_stats.readahead_failed},
+	{"readahead_cut_total", "counter",
+	 "Fetches ahead ended far from done: their client asked for something else.",
+	 &kp_stats.readahead_cut},
+	{"pipelined_total", "counter",
+	 "Requests written on a busy origin connection, behind the one in progress.",
+	 &kp_stats.upstream_pipelined},
 	{"readahead_bytes_held", "gauge", "Memory counted for pieces held or arriving.",
 	 &kp_stats.readahead_bytes_held},
 	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",

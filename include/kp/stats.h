@@ -77,6 +77,8 @@ struct kp_stats {
 	uint64_t readahead_unsafe;     /* pieces refused: not the piece asked for, private, another object */
 	uint64_t readahead_throttled;  /* predictions not made: --read-ahead-memory was reached */
 	uint64_t readahead_failed;     /* fetches that failed (error, reset, timeout) */
+	uint64_t readahead_cut;        /* fetches ended far from done: the client asked elsewhere */
+	uint64_t upstream_pipelined;   /* requests written on a busy origin connection */
 	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
 	uint64_t auth_hash_checks;     /* passwords checked against a crypt(3) hash */
 	uint64_t auth_cache_hits;      /* credentials taken on the strength of an earlier check */

@@ -432,11 +432,11 @@ expect_counts(const unsigned long want[7], const char *file, int line)
 }
 #define counts(...) expect_counts((const unsigned long[7]){__VA_ARGS__}, __FILE__, __LINE__)
 
-/* Waits until the metric reads want; fails after WAIT_MS. */
+/* Waits until the metric reads want; fails after ms. */
 static void
-wait_metric(const char *name, double want, const char *file, int line)
+wait_metric_ms(const char *name, double want, int ms, const char *file, int line)
 {
-	double deadline = now_s() + WAIT_MS / 1000.0, got;
+	double deadline = now_s() + ms / 1000.0, got;
 
 	while ((got = stats_metric(stats_port, name)) != want) {
 		if (now_s() > deadline)
@@ -445,7 +445,10 @@ wait_metric(const char *name, double want, const char *file, int line)
 		sleep_ms(5);
 	}
 }
-#define metric_becomes(name, want) wait_metric((name), (want), __FILE__, __LINE__)
+#define metric_becomes(name, want) wait_metric_ms((name), (want), WAIT_MS, __FILE__, __LINE__)
+/* The same, for what only a --read-ahead-ttl of ttl seconds brings about. */
+#define metric_becomes_after_ttl(name, want, ttl) \
+	wait_metric_ms((name), (want), WAIT_MS + (int)((ttl) * 1000), __FILE__, __LINE__)
 
 /* Waits until the metric reads more than floor; fails after WAIT_MS. */
 static void
@@ -1292,8 +1295,7 @@ a_seek_ends_a_fetch_far_from_done(void)
 	if (wasted <= 0 || wasted >= (double)g)
 		fail_msg("wasted %.0f bytes of the abandoned piece, expected some, fewer than %llu",
 		         wasted, (unsigned long long)g);
-	if (proxy_log_count(&px, "abandoned") != 1)
-		fail_msg("the fetch far from done was not ended");
+	metric_becomes("keepalive_proxy_readahead_cut_total", 1);
 	atomic_store(&obj.gate_open, true);
 	stop_proxy();
 }
@@ -1308,15 +1310,23 @@ a_client_that_stops_frees_memory_within_the_ttl(void)
 	const uint64_t g = grown(MIB);
 	struct origin *og;
 	struct client c;
+	double asked;
 
 	object_init(4 * MIB);
 	og = origin_start(serve_object, NULL);
 	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "1", NULL});
 	client_open(&c, px.port);
+	asked = now_s();
 	piece(&c, og, "/object.bin", 0, MIB - 1, NULL);
 	quiet(og, 3);
 	client_close(&c);
-	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0)
+	/*
+	 * The pieces were held no earlier than the request was sent: while less
+	 * than the TTL has passed since, they must be there. (A slow machine
+	 * may take longer to get here; then this says nothing, and is skipped.)
+	 */
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0 &&
+	    now_s() - asked < 0.9)
 		fail_msg("the pieces were dropped before their time to live");
 	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
 	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total"),
@@ -1343,7 +1353,8 @@ a_slow_reader_stays_bounded(void)
 
 	object_init(4 * piece_len);
 	og = origin_start(serve_object, NULL);
-	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "0.5",
+	/* Long enough for the client to ask in time on a slow machine; short for the test. */
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "2",
 	                                  "--read-ahead-memory", "134217728", NULL});
 	client_open(&c, px.port);
 	piece(&c, og, "/object.bin", 0, piece_len - 1, NULL);
@@ -1355,7 +1366,13 @@ a_slow_reader_stays_bounded(void)
 	         (unsigned long long)piece_len, (unsigned long long)(2 * piece_len - 1));
 	send_request(&c, "GET", og, "/object.bin", "HTTP/1.1", range);
 	metric_becomes("keepalive_proxy_readahead_hits_total", 1);
-	sleep_ms(1500);
+	/*
+	 * The piece after it, fetched with it and never asked for, outlives
+	 * --read-ahead-ttl and is dropped (wasted): by then the piece being
+	 * read, held as long, would have been dropped too had its reader not
+	 * kept it.
+	 */
+	metric_exceeds("keepalive_proxy_readahead_wasted_bytes_total", 0);
 	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") > held)
 		fail_msg("more held while a reader is slow than was fetched");
 	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0)
@@ -1745,7 +1762,7 @@ origin_closing_after_one_pipelined_answer(void)
 		piece(&c, og, "/object.bin", k * MIB, (k + 1) * MIB - 1, NULL);
 	}
 	client_close(&c);
-	if (proxy_log_count(&px, "request pipelined") == 0)
+	if (stats_metric(stats_port, "keepalive_proxy_pipelined_total") <= 0)
 		fail_msg("no fetch ahead was pipelined");
 	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
 	assert_origin_clean(og);
@@ -1836,9 +1853,9 @@ a_variant_switch_ends_the_old_fetches(void)
 	response_free(&r);
 	get_whole(&c, og, "/hi1.bin", NULL);
 	/* lo1 is ended with its connection; lo2, pipelined behind it and asked again, too. */
-	if (proxy_log_count(&px, "abandoned") != 2 ||
-	    stats_metric(stats_port, "keepalive_proxy_readahead_failed_total") != 0)
-		fail_msg("the low variant's fetches were not ended");
+	metric_becomes("keepalive_proxy_readahead_cut_total", 2);
+	if (stats_metric(stats_port, "keepalive_proxy_readahead_failed_total") != 0)
+		fail_msg("the low variant's fetches failed rather than being ended");
 	get_whole(&c, og, "/hi2.bin", NULL);
 	get_whole(&c, og, "/hi3.bin", NULL);
 	client_close(&c);
@@ -1930,7 +1947,8 @@ hls_variant_switch(void)
 	write_named_playlist(path, "lo", 0, 3, true);
 	path_join(path, sizeof(path), ng.dir, "www/hi.m3u8");
 	write_named_playlist(path, "hi", 0, 3, true);
-	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "1", NULL});
+	/* Long enough that hi2 and hi3 wait for the client however slow the machine. */
+	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "3", NULL});
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/lo.m3u8", ng.port);
 	curl_get(&ng, url, "lo.m3u8", 0);
@@ -1945,7 +1963,7 @@ hls_variant_switch(void)
 		curl_get(&ng, url, name, seg);
 		wait_all_idle(__FILE__, __LINE__);
 	}
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes_after_ttl("keepalive_proxy_readahead_bytes_held", 0, 3);
 	/* Two playlists, lo0, lo1 and lo2 ahead, hi1, and hi2 and hi3 ahead. */
 	text = wait_file_lines(ng.access_log, 8, WAIT_MS);
 	if (count_text(text, "\n") != 8 || count_text(text, " 131072\n") != 6)
