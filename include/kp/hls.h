@@ -99,10 +99,11 @@ enum hls_parse_result {
  *   holding a byte outside RFC 3986's path and query characters (a
  *   space, a backslash, a non-ASCII letter), a "%" without two hex
  *   digits, a dot segment written with "%2e", or resolving to more than
- *   HLS_MAX_PATH bytes, is never predicted either: a player may send such
- *   a URI otherwise than it is written. A segment that is never predicted
- *   keeps its place in the list, so that the one after it is not taken
- *   for its follower.
+ *   HLS_MAX_PATH bytes (counted as the path is written, before a ".."
+ *   takes a segment off again), is never predicted either: a player may
+ *   send such a URI otherwise than it is written. A segment that is never
+ *   predicted keeps its place in the list, so that the one after it is
+ *   not taken for its follower.
  *
  * *out is set only for HLS_MEDIA; free it with hls_free.
  */
@@ -170,7 +171,10 @@ bool hls_cmcd_read(const struct http_head *req, const char *base, const char *ta
  * if it has one, never path's), or without nor path itself, its CMCD
  * parameter taken out. The result, not NUL-terminated, is written to out
  * and its length to *out_len. False when path is not origin-form or the
- * result does not fit in cap or in HLS_MAX_PATH.
+ * result does not fit in cap or in HLS_MAX_PATH, or did not on the way:
+ * dot segments are removed as the path is written, so a segment of path's
+ * directory that a ".." after it takes off again must fit too. Players
+ * send no dot segments; erring towards "no" there costs nothing.
  */
 bool hls_cmcd_path(const struct hls_cmcd *hint, const char *path, size_t path_len, char *out,
                    size_t cap, size_t *out_len);

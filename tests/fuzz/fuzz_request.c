@@ -102,15 +102,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	n = http_write_request_head(out, sizeof(out), &head, base, &target,
 	                            http_wants_upgrade(&head));
-	/* The rewritten head parses again as one request, whole. */
+	/*
+	 * The rewritten head parses again as one request, whole, unless the
+	 * Host, Via and Connection it adds take it past HTTP_MAX_FIELDS: the
+	 * origin may take more, and read-ahead, which reads the head sent
+	 * again, then leaves the request alone.
+	 */
 	if (n > 0) {
 		struct http_parser again;
 		struct http_head again_head;
 
 		http_parser_init(&again, HTTP_REQUEST, sizeof(out), sizeof(out));
 		http_parser_start(&again, &again_head);
-		assert(http_parse_head(&again, out, (size_t)n) == HTTP_PARSE_DONE);
-		assert(again_head.head_len == (size_t)n);
+		if (http_parse_head(&again, out, (size_t)n) == HTTP_PARSE_DONE)
+			assert(again_head.head_len == (size_t)n);
+		else
+			assert(again.error == HTTP_HEAD_TOO_LARGE &&
+			       head.nfields + 3 > HTTP_MAX_FIELDS);
 	}
 	(void)http_max_forwards(&head, base);
 	frame_body(http_request_body_kind(&head), head.content_length, base + head.head_len,

@@ -975,6 +975,17 @@ test_cmcd_path_space(void **state)
 	assert_int_equal(n, 7);
 	assert_memory_equal(out, "/v/a.ts", 7);
 	assert_false(hls_cmcd_path(&hint, "/v/a.ts?CMCD=su", 15, out, 6, &n));
+	/*
+	 * Dot segments go as the path is written: "/v/xxxxxxxxxx" (13 bytes)
+	 * is written before ".." takes it back to "/v", so the 10 bytes of
+	 * "/v/seg2.ts" need 13 here (fuzz_cmcd found the difference).
+	 */
+	hint.has_nor = true;
+	assert_false(hls_cmcd_path(&hint, "/v/xxxxxxxxxx/../a.ts", 21, out, 10, &n));
+	assert_false(hls_cmcd_path(&hint, "/v/xxxxxxxxxx/../a.ts", 21, out, 12, &n));
+	assert_true(hls_cmcd_path(&hint, "/v/xxxxxxxxxx/../a.ts", 21, out, 13, &n));
+	assert_int_equal(n, 10);
+	assert_memory_equal(out, "/v/seg2.ts", 10);
 }
 
 struct strip_case {
