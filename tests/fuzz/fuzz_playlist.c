@@ -7,7 +7,7 @@
  * (bases[] below: directories, queries, a CMCD parameter, dot segments, no
  * origin); for two of its values the path is instead the input's first
  * line, so the base of resolution is fuzzed too. hls_parse is not
- * incremental: read-ahead collects the whole body (readahead.c) and
+ * incremental: read-ahead collects the whole body (ra_hls.c) and
  * parses it once, so there are no splits to fuzz. The text is handed over
  * in a copy freed as soon as hls_parse returns, so a segment that kept a
  * pointer into it is a use-after-free report.
