@@ -11,6 +11,7 @@
 #include "kp/config.h"
 #include "kp/evglue.h"
 #if KP_TLS
+#include "kp/hostpattern.h"
 #include "kp/intercept.h"
 #endif
 #include "kp/log.h"
@@ -654,7 +655,7 @@ should_intercept(struct client *c)
 	const struct kp_config *cfg = c->env->cfg;
 	struct exchange *ex = &c->req->ex;
 
-	if (!c->env->tls || !intercept_patterns_match(cfg->intercept, cfg->nintercept,
+	if (!c->env->tls || !host_patterns_match(cfg->intercept, cfg->nintercept,
 	                                              ex->target.host))
 		return false;
 	if (intercept_memory_has(c->env->refusals, &c->peer.sa, ex->target.key,

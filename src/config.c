@@ -1,7 +1,7 @@
 #include "kp/config.h"
 
 #if KP_TLS
-#include "kp/intercept.h"
+#include "kp/hostpattern.h"
 #endif
 
 #include <errno.h>
@@ -213,12 +213,10 @@ parse_congestion(struct kp_config *cfg, const char *arg)
 static const char *
 parse_intercept(struct kp_config *cfg, const char *arg)
 {
-#if KP_TLS
-	const char *bad = intercept_pattern_problem(arg);
+	const char *bad = host_pattern_problem(arg);
 
 	if (bad)
 		return bad;
-#endif
 	/* Without TLS the patterns are kept only to be refused with the reason, below. */
 	if (cfg->nintercept == KP_MAX_INTERCEPT)
 		return "too many --intercept patterns";

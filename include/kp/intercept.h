@@ -1,6 +1,6 @@
 /*
- * Which CONNECTs are intercepted: the host patterns the user named, and the
- * hosts each client refused our certificate for, which go back to being
+ * Which CONNECTs are intercepted: the host patterns the user named
+ * (hostpattern.h), and the hosts each client refused our certificate for, which go back to being
  * tunnelled for a while. No TLS here: the decision is plain string and
  * address work, and is the same whichever TLS library does the handshakes.
  */
@@ -13,20 +13,6 @@
 #include <sys/socket.h>
 
 #include <ev.h>
-
-/*
- * A pattern is an exact host name ("cdn.example.com"), a wildcard for every
- * name below a domain ("*.example.com": any depth, not the domain itself),
- * or an IP literal (IPv6 without brackets). Names compare case-blind and
- * without a trailing dot. NULL: valid; otherwise what is wrong with it.
- */
-const char *intercept_pattern_problem(const char *pattern);
-
-/* Does host (as CONNECT named it, IPv6 without brackets) match pattern? */
-bool intercept_pattern_match(const char *pattern, const char *host);
-
-/* ... any of them? */
-bool intercept_patterns_match(const char *const *patterns, unsigned n, const char *host);
 
 /*
  * Clients that refused the certificate minted for a host: that app pins its

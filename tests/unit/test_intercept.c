@@ -14,69 +14,70 @@
 
 #include <cmocka.h>
 
+#include "kp/hostpattern.h"
 #include "kp/intercept.h"
 
 static void
 exact_names_match_case_blind_and_ignore_a_final_dot(void **state)
 {
 	(void)state;
-	assert_true(intercept_pattern_match("cdn.example.com", "cdn.example.com"));
-	assert_true(intercept_pattern_match("cdn.example.com", "CDN.Example.COM"));
-	assert_true(intercept_pattern_match("cdn.example.com.", "cdn.example.com"));
-	assert_true(intercept_pattern_match("cdn.example.com", "cdn.example.com."));
-	assert_false(intercept_pattern_match("cdn.example.com", "example.com"));
-	assert_false(intercept_pattern_match("cdn.example.com", "xcdn.example.com"));
-	assert_false(intercept_pattern_match("cdn.example.com", "cdn.example.com.evil"));
-	assert_false(intercept_pattern_match("example.com", "a.example.com"));
+	assert_true(host_pattern_match("cdn.example.com", "cdn.example.com"));
+	assert_true(host_pattern_match("cdn.example.com", "CDN.Example.COM"));
+	assert_true(host_pattern_match("cdn.example.com.", "cdn.example.com"));
+	assert_true(host_pattern_match("cdn.example.com", "cdn.example.com."));
+	assert_false(host_pattern_match("cdn.example.com", "example.com"));
+	assert_false(host_pattern_match("cdn.example.com", "xcdn.example.com"));
+	assert_false(host_pattern_match("cdn.example.com", "cdn.example.com.evil"));
+	assert_false(host_pattern_match("example.com", "a.example.com"));
 }
 
 static void
 wildcards_cover_names_below_at_any_depth_but_not_the_domain(void **state)
 {
 	(void)state;
-	assert_true(intercept_pattern_match("*.example.com", "a.example.com"));
-	assert_true(intercept_pattern_match("*.example.com", "a.b.c.example.com"));
-	assert_true(intercept_pattern_match("*.example.com", "A.EXAMPLE.COM."));
-	assert_false(intercept_pattern_match("*.example.com", "example.com"));
-	assert_false(intercept_pattern_match("*.example.com", "badexample.com"));
-	assert_false(intercept_pattern_match("*.example.com", ".example.com"));
-	assert_false(intercept_pattern_match("*.example.com", "a.example.com.evil"));
-	assert_false(intercept_pattern_match("*.example.com", "example.org"));
+	assert_true(host_pattern_match("*.example.com", "a.example.com"));
+	assert_true(host_pattern_match("*.example.com", "a.b.c.example.com"));
+	assert_true(host_pattern_match("*.example.com", "A.EXAMPLE.COM."));
+	assert_false(host_pattern_match("*.example.com", "example.com"));
+	assert_false(host_pattern_match("*.example.com", "badexample.com"));
+	assert_false(host_pattern_match("*.example.com", ".example.com"));
+	assert_false(host_pattern_match("*.example.com", "a.example.com.evil"));
+	assert_false(host_pattern_match("*.example.com", "example.org"));
 }
 
 static void
 ip_literals_match_by_value(void **state)
 {
 	(void)state;
-	assert_true(intercept_pattern_match("192.0.2.7", "192.0.2.7"));
-	assert_false(intercept_pattern_match("192.0.2.7", "192.0.2.70"));
-	assert_true(intercept_pattern_match("2001:db8::1", "2001:DB8:0:0::1"));
-	assert_false(intercept_pattern_match("2001:db8::1", "2001:db8::2"));
+	assert_true(host_pattern_match("192.0.2.7", "192.0.2.7"));
+	assert_false(host_pattern_match("192.0.2.7", "192.0.2.70"));
+	assert_true(host_pattern_match("2001:db8::1", "2001:DB8:0:0::1"));
+	assert_false(host_pattern_match("2001:db8::1", "2001:db8::2"));
 	/* An IPv4 pattern is not a name, and a name is not an address. */
-	assert_false(intercept_pattern_match("192.0.2.7", "192.0.2.7.example.com"));
-	assert_false(intercept_pattern_match("*.2.7", "192.0.2.7"));
+	assert_false(host_pattern_match("192.0.2.7", "192.0.2.7.example.com"));
+	assert_false(host_pattern_match("*.2.7", "192.0.2.7"));
 }
 
 static void
 bad_patterns_are_refused_with_a_reason(void **state)
 {
 	(void)state;
-	assert_null(intercept_pattern_problem("cdn.example.com"));
-	assert_null(intercept_pattern_problem("*.example.com"));
-	assert_null(intercept_pattern_problem("192.0.2.7"));
-	assert_null(intercept_pattern_problem("::1"));
-	assert_null(intercept_pattern_problem("under_score.example.com"));
-	assert_non_null(intercept_pattern_problem(""));
-	assert_non_null(intercept_pattern_problem("*"));
-	assert_non_null(intercept_pattern_problem("*."));
-	assert_non_null(intercept_pattern_problem("*example.com"));
-	assert_non_null(intercept_pattern_problem("a.*.example.com"));
-	assert_non_null(intercept_pattern_problem("**.example.com"));
-	assert_non_null(intercept_pattern_problem("exa mple.com"));
-	assert_non_null(intercept_pattern_problem("a..b"));
-	assert_non_null(intercept_pattern_problem(".example.com"));
-	assert_non_null(intercept_pattern_problem("example.com:443"));
-	assert_non_null(intercept_pattern_problem("[::1]"));
+	assert_null(host_pattern_problem("cdn.example.com"));
+	assert_null(host_pattern_problem("*.example.com"));
+	assert_null(host_pattern_problem("192.0.2.7"));
+	assert_null(host_pattern_problem("::1"));
+	assert_null(host_pattern_problem("under_score.example.com"));
+	assert_non_null(host_pattern_problem(""));
+	assert_non_null(host_pattern_problem("*"));
+	assert_non_null(host_pattern_problem("*."));
+	assert_non_null(host_pattern_problem("*example.com"));
+	assert_non_null(host_pattern_problem("a.*.example.com"));
+	assert_non_null(host_pattern_problem("**.example.com"));
+	assert_non_null(host_pattern_problem("exa mple.com"));
+	assert_non_null(host_pattern_problem("a..b"));
+	assert_non_null(host_pattern_problem(".example.com"));
+	assert_non_null(host_pattern_problem("example.com:443"));
+	assert_non_null(host_pattern_problem("[::1]"));
 }
 
 static void
@@ -85,11 +86,11 @@ any_of_several_patterns(void **state)
 	const char *const patterns[] = {"a.example.com", "*.cdn.example.net", "192.0.2.1"};
 
 	(void)state;
-	assert_true(intercept_patterns_match(patterns, 3, "a.example.com"));
-	assert_true(intercept_patterns_match(patterns, 3, "x.cdn.example.net"));
-	assert_true(intercept_patterns_match(patterns, 3, "192.0.2.1"));
-	assert_false(intercept_patterns_match(patterns, 3, "b.example.com"));
-	assert_false(intercept_patterns_match(patterns, 0, "a.example.com"));
+	assert_true(host_patterns_match(patterns, 3, "a.example.com"));
+	assert_true(host_patterns_match(patterns, 3, "x.cdn.example.net"));
+	assert_true(host_patterns_match(patterns, 3, "192.0.2.1"));
+	assert_false(host_patterns_match(patterns, 3, "b.example.com"));
+	assert_false(host_patterns_match(patterns, 0, "a.example.com"));
 }
 
 static struct sockaddr_in
