@@ -86,6 +86,13 @@ config_defaults(struct kp_config *cfg)
 	/* Two: one piece arriving while the one before is read, and the one after that. */
 	cfg->read_ahead_depth = 4;
 	/*
+	 * 8 MiB: large video origins serve bounded ranges of up to about 10 MiB
+	 * at full speed, and one piece is then a few hundred round trips' worth
+	 * of a fast path, so the request per piece costs little.
+	 */
+	cfg->split_size = 8u << 20;
+	cfg->split_connections = 1;
+	/*
 	 * 90 intervals of 10 s: the dashboard's 15 minutes, fine enough to show
 	 * a download of a minute, in a ring of 5 KiB (history.h).
 	 */
@@ -211,6 +218,19 @@ parse_congestion(struct kp_config *cfg, const char *arg)
 }
 
 static const char *
+parse_split(struct kp_config *cfg, const char *arg)
+{
+	const char *bad = host_pattern_problem(arg);
+
+	if (bad)
+		return bad;
+	if (cfg->nsplit == KP_MAX_SPLIT)
+		return "too many --split patterns";
+	cfg->split[cfg->nsplit++] = arg;
+	return NULL;
+}
+
+static const char *
 parse_intercept(struct kp_config *cfg, const char *arg)
 {
 	const char *bad = host_pattern_problem(arg);
@@ -270,6 +290,8 @@ add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
 #define READ_AHEAD_MEMORY_MAX 2147483648UL
 #define READ_AHEAD_MEMORY_BAD "read-ahead memory must be 1048576-2147483648 bytes"
 #endif
+/* A piece is at most 1 GiB: half of a 32-bit build's largest memory cap. */
+#define SPLIT_SIZE_MAX 1073741824UL
 
 const struct config_option config_options[] = {
 	{"port", 'p', "PORT", "listen port (default 9250)",
@@ -420,6 +442,18 @@ const struct config_option config_options[] = {
 	 "how long a range fetched ahead waits for its\n"
 	 "client (default 30)",
 	 SECONDS(read_ahead_ttl, "read-ahead TTL must be a number of seconds above 0")},
+	{"split", 0, "PATTERN",
+	 "fetch big downloads from matching hosts (host\n"
+	 "name, *.domain or IP; repeatable) as ranges of\n"
+	 "--split-size, ahead of the client, which gets one\n"
+	 "answer; a broken origin connection is resumed",
+	 CUSTOM(parse_split)},
+	{"split-size", 0, "BYTES", "bytes per range asked of the origin (default 8388608)",
+	 SIZE(split_size, 65536, SPLIT_SIZE_MAX, "split size must be 65536 bytes to 1 GiB")},
+	{"split-connections", 0, "N",
+	 "connections one split download may use at once,\n"
+	 "1-4 (default 1)",
+	 UNSIGNED(split_connections, 1, 4, "split connections must be 1-4")},
 	{"check-host", 0, NULL,
 	 "print what on this host limits a download, what\n"
 	 "it costs and the fix, and exit (1: something\n"
@@ -621,6 +655,14 @@ config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name,
 	if (cfg->nintercept && !cfg->make_ca_dir && (!cfg->ca_cert || !cfg->ca_key)) {
 		fprintf(err, "keepalive-proxy: --intercept needs --ca-cert and --ca-key (make a CA "
 		             "with --make-ca DIR)\n");
+		return CONFIG_ERROR;
+	}
+	/* A piece must fit a client's share of the memory, or nothing is ever split. */
+	if (cfg->nsplit && cfg->split_size + cfg->max_header_bytes + 1024 > cfg->read_ahead_memory / 2) {
+		fprintf(err, "keepalive-proxy: --split-size %zu does not fit a client's share of "
+		             "--read-ahead-memory (half of %zu bytes, less a head): raise "
+		             "--read-ahead-memory or lower --split-size\n",
+		        cfg->split_size, cfg->read_ahead_memory);
 		return CONFIG_ERROR;
 	}
 	if (cfg->stats_addr && !cfg->nallow && !config_bind_is_loopback(cfg->stats_addr)) {

@@ -17,6 +17,8 @@
 #define KP_MAX_CIDRS 64
 /* Host patterns --intercept may list. */
 #define KP_MAX_INTERCEPT 64
+/* Host patterns --split may list. */
+#define KP_MAX_SPLIT 64
 /*
  * Descriptors kept back from clients (listener, resolver, stdio, logging);
  * each client may hold two, its own and an upstream's, so --max-clients is
@@ -101,6 +103,12 @@ struct kp_config {
 	size_t read_ahead_memory;    /* --read-ahead-memory: bytes held or arriving, in all */
 	unsigned read_ahead_depth;   /* --read-ahead-depth: pieces ahead of a client, at most */
 	double read_ahead_ttl;       /* --read-ahead-ttl: seconds a held piece waits for its client */
+
+	/* Splitting big downloads into bounded ranges (ra_split.h); memory is read-ahead's. */
+	const char *split[KP_MAX_SPLIT];   /* --split host patterns */
+	unsigned nsplit;
+	size_t split_size;           /* --split-size: bytes per range asked of the origin */
+	unsigned split_connections;  /* --split-connections: connections one download may use */
 
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */
