@@ -970,6 +970,11 @@ http_write_edited_head(char *out, size_t cap, const struct http_head *h, const c
 		put_uint(&w, e->length);
 		put(&w, "\r\n", 2);
 	}
+	if (e->if_range) {
+		puts_w(&w, "If-Range: ");
+		put(&w, e->if_range, e->if_range_len);
+		put(&w, "\r\n", 2);
+	}
 	put(&w, "\r\n", 2);
 	return w.overflow ? -1 : (ssize_t)(cap - w.left);
 }

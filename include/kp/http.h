@@ -189,6 +189,8 @@ struct http_head_edit {
 	uint64_t first, last, complete;
 	bool content_length;        /* adds "Content-Length: length" */
 	uint64_t length;
+	const char *if_range;       /* adds "If-Range: <if_range>" (if_range_len bytes); NULL: not */
+	size_t if_range_len;
 };
 ssize_t http_write_edited_head(char *out, size_t cap, const struct http_head *h,
                                const char *base, const struct http_head_edit *e);

@@ -151,4 +151,14 @@ bool ranges_same_requester(const struct http_head *a, const char *abase,
                            const struct http_head *b, const char *bbase,
                            const struct http_head *resp, const char *rbase);
 
+/*
+ * The validator a request for more of resp's representation may carry in
+ * If-Range (RFC 9110 13.1.5), its span into base: a strong ETag, or, when
+ * there is no ETag at all, a Last-Modified that RFC 9110 8.8.2.2 lets count
+ * as strong (an IMF-fixdate a second or more before the response's Date).
+ * False when there is none: a weak or repeated ETag, no Date, an
+ * unreadable or too recent date.
+ */
+bool ranges_if_range(const struct http_head *resp, const char *base, struct http_span *validator);
+
 #endif

@@ -588,6 +588,54 @@ test_same_requester(void **state)
 	}
 }
 
+/*
+ * The If-Range validator of a response (RFC 9110 13.1.5, 8.8.2.2): a strong
+ * ETag; with no ETag, a Last-Modified at least a second before Date; else
+ * none. A table: fields, and the validator expected ("" for none).
+ */
+static void
+test_if_range(void **state)
+{
+	static const struct {
+		const char *fields;
+		const char *want;
+	} rows[] = {
+		{"ETag: \"v1\"\r\n", "\"v1\""},
+		{"ETag: W/\"v1\"\r\n", ""},
+		{"ETag: W/\"v1\"\r\nLast-Modified: Tue, 01 Apr 2025 10:00:00 GMT\r\n"
+		 "Date: Wed, 02 Apr 2025 10:00:00 GMT\r\n", ""},
+		{"ETag: \"v1\"\r\nETag: \"v2\"\r\n", ""},
+		{"ETag: v1\r\n", ""},
+		{"Last-Modified: Tue, 01 Apr 2025 10:00:00 GMT\r\n"
+		 "Date: Tue, 01 Apr 2025 10:00:01 GMT\r\n", "Tue, 01 Apr 2025 10:00:00 GMT"},
+		{"Last-Modified: Tue, 01 Apr 2025 10:00:00 GMT\r\n"
+		 "Date: Tue, 01 Apr 2025 10:00:00 GMT\r\n", ""},
+		{"Last-Modified: Tue, 01 Apr 2025 10:00:00 GMT\r\n"
+		 "Date: Mon, 31 Mar 2025 23:59:59 GMT\r\n", ""},
+		{"Last-Modified: Tue, 01 Apr 2025 10:00:00 GMT\r\n", ""},
+		{"Last-Modified: Tuesday, 01-Apr-25 10:00:00 GMT\r\n"
+		 "Date: Wed, 02 Apr 2025 10:00:00 GMT\r\n", ""},
+		{"Last-Modified: Tue, 31 Dec 2024 23:59:59 GMT\r\n"
+		 "Date: Wed, 01 Jan 2025 00:00:00 GMT\r\n", "Tue, 31 Dec 2024 23:59:59 GMT"},
+		{"", ""},
+	};
+	struct parsed ps;
+	struct http_span v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		bool got;
+
+		parse(&ps, HTTP_RESPONSE, R206, rows[i].fields);
+		got = ranges_if_range(&ps.head, ps.text, &v);
+		if (got != (rows[i].want[0] != '\0') ||
+		    (got && (v.len != strlen(rows[i].want) ||
+		             memcmp(ps.text + v.off, rows[i].want, v.len) != 0)))
+			fail_msg("row %zu: %s -> %s, expected '%s'", i, rows[i].fields,
+			         got ? "a validator" : "none", rows[i].want);
+	}
+}
+
 int
 main(void)
 {
@@ -602,6 +650,7 @@ main(void)
 		cmocka_unit_test(test_same_object_across_statuses),
 		cmocka_unit_test(test_private),
 		cmocka_unit_test(test_same_requester),
+		cmocka_unit_test(test_if_range),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
