@@ -306,6 +306,10 @@ served_by(const struct exchange *ex)
 {
 	if (ex->priv.mode == MODE_TUNNEL || ex->priv.mode == MODE_CONNECT)
 		return "tunnel";
+	if (ex->priv.src && ex->priv.src->served_as)
+		return ex->priv.src->served_as;
+	if (ex->priv.served_as[0])
+		return ex->priv.served_as;
 	if (ex->priv.held)
 		return "read-ahead";
 	return dispatch_source_name(&ex->priv.waiter);
@@ -1231,6 +1235,9 @@ finish(struct exchange *ex)
 	}
 	if (ex->priv.env->hosts && !ex->priv.to_memory)
 		count_host(ex, src, saved);
+	/* The source's word outlives it: the access log line is written after. */
+	if (src->served_as)
+		snprintf(ex->priv.served_as, sizeof(ex->priv.served_as), "%s", src->served_as);
 	ex->priv.src = NULL;
 	clock_timer_stop(&ex->priv.timer);
 	if (ex->priv.req != REQ_DONE)

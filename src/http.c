@@ -869,6 +869,8 @@ const char *
 http_status_reason(int status)
 {
 	switch (status) {
+	case 200: return "OK";
+	case 206: return "Partial Content";
 	case 400: return "Bad Request";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
@@ -887,7 +889,7 @@ http_status_reason(int status)
 	case 503: return "Service Unavailable";
 	case 504: return "Gateway Timeout";
 	case 505: return "HTTP Version Not Supported";
-	default: return status >= 500 ? "Server Error" : "Client Error";
+	default: return status >= 500 ? "Server Error" : status >= 400 ? "Client Error" : "OK";
 	}
 }
 

@@ -27,7 +27,12 @@ held_for(const struct memsource *m)
 static bool
 reader_ready(const struct memsource *m)
 {
+	if (m->parked)
+		return false;
 	if (!m->store || m->store->state != MEMSTORE_OPEN)
+		return true;
+	/* A chained reader at its window's end: its owner says what comes next. */
+	if (m->more && m->prepared && m->offset == m->until)
 		return true;
 	/* Unprepared: worth another try only once the store holds more than at the last. */
 	if (!m->prepared)
@@ -230,36 +235,73 @@ prepare(struct memsource *m)
 	return r;
 }
 
+/* A chained reader's owner says what follows (memsource.more): EAGAIN, EOF or a reset. */
+static ssize_t
+ask_more(struct memsource *m, bool *moved)
+{
+	int r = m->more(m);
+
+	*moved = r == 1;
+	if (r == 0)
+		errno = EAGAIN;
+	else if (r < -1)
+		errno = ECONNRESET;
+	return r == -1 ? 0 : -1;
+}
+
 static ssize_t
 reader_recv(struct conn *c, void *p, size_t len)
 {
 	struct memsource *m = reader_of(c);
-	size_t n;
-	int ready = prepare(m);
 
-	if (ready <= 0) {
-		errno = ready < 0 || m->store->state != MEMSTORE_OPEN ? ECONNRESET : EAGAIN;
-		return -1;
-	}
-	if (m->prefix && buf_len(m->prefix)) {
-		n = buf_len(m->prefix) < len ? buf_len(m->prefix) : len;
-		memcpy(p, buf_head(m->prefix), n);
-		buf_consume(m->prefix, n);
+	for (;;) {
+		bool moved = false;
+		size_t n;
+		int ready;
+		ssize_t r;
+
+		if (m->parked) {
+			errno = EAGAIN;
+			return -1;
+		}
+		ready = prepare(m);
+		if (ready < 0 && m->more) {
+			if ((r = ask_more(m, &moved)) >= 0 || !moved)
+				return r;
+			continue;
+		}
+		if (ready <= 0) {
+			errno = ready < 0 || m->store->state != MEMSTORE_OPEN ? ECONNRESET : EAGAIN;
+			return -1;
+		}
+		if (m->prefix && buf_len(m->prefix)) {
+			n = buf_len(m->prefix) < len ? buf_len(m->prefix) : len;
+			memcpy(p, buf_head(m->prefix), n);
+			buf_consume(m->prefix, n);
+			return (ssize_t)n;
+		}
+		n = held_for(m);
+		if (n == 0) {
+			bool at_end = m->store && (m->store->state == MEMSTORE_ENDED || m->offset == m->until);
+			bool cut = !m->store || m->store->state == MEMSTORE_FAILED;
+
+			if (m->more && (at_end || cut)) {
+				if ((r = ask_more(m, &moved)) >= 0 || !moved)
+					return r;
+				continue;
+			}
+			/* A slice ends where its window does, whatever the store holds beyond. */
+			if (at_end)
+				return 0;
+			errno = cut ? ECONNRESET : EAGAIN;
+			return -1;
+		}
+		if (n > len)
+			n = len;
+		memcpy(p, m->store->data + m->offset, n);
+		m->offset += n;
 		return (ssize_t)n;
 	}
-	n = held_for(m);
-	if (n == 0) {
-		/* A slice ends where its window does, whatever the store holds beyond. */
-		if (m->store && (m->store->state == MEMSTORE_ENDED || m->offset == m->until))
-			return 0;
-		errno = !m->store || m->store->state == MEMSTORE_FAILED ? ECONNRESET : EAGAIN;
-		return -1;
-	}
-	if (n > len)
-		n = len;
-	memcpy(p, m->store->data + m->offset, n);
-	m->offset += n;
-	return (ssize_t)n;
 }
 
 static ssize_t
@@ -378,6 +420,37 @@ memsource_open(struct memsource *m, struct memstore *s)
 	conn_init(&m->src.conn, s->writer.loop, -1, &reader_ops, reader_io);
 	m->src.keep_alive_hint = -1;
 	m->src.ops = &memsource_ops;
+}
+
+void
+memsource_move(struct memsource *m, struct memstore *s, int (*prepare_fn)(struct memsource *m))
+{
+	reader_release(&m->src.conn);
+	m->store = s;
+	m->offset = 0;
+	m->until = SIZE_MAX;
+	m->prepare = prepare_fn;
+	m->prepared = false;
+	m->tried_at = 0;
+	m->parked = false;
+	m->prev = NULL;
+	m->next = s->readers;
+	if (s->readers)
+		s->readers->prev = m;
+	s->readers = m;
+}
+
+void
+memsource_park(struct memsource *m)
+{
+	reader_release(&m->src.conn);
+	m->parked = true;
+}
+
+void
+memsource_wake(struct memsource *m)
+{
+	wake_reader(m);
 }
 
 void

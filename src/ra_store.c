@@ -57,6 +57,10 @@ struct ra_piece {
 	bool to_end;                     /* range reaches the object's last byte */
 	bool whole;                      /* a whole object, asked without a Range */
 	bool dead;                       /* dropped: on the reaper's list */
+	bool owned;                      /* an owner's (a split download's), never served here */
+	bool uncharged;                  /* its memory no longer counts (an owned piece dropped) */
+	void (*on_end)(void *arg, struct ra_piece *p);   /* an owned piece's fetch ended */
+	void *on_end_arg;
 	enum piece_state state;
 	uint64_t expect;                 /* body bytes it should bring; 0: not known */
 	unsigned readers;                /* clients reading it now */
@@ -240,7 +244,8 @@ piece_free(struct ra_piece *p)
 	/* Counted before the memory goes: its length is what was fetched. */
 	kp_stats.readahead_wasted_bytes += unserved_bytes(p);
 	memstore_free(&p->mem);
-	charge(st, p->share, p->charged, false);
+	if (!p->uncharged)
+		charge(st, p->share, p->charged, false);
 	buf_put(p->req);
 	buf_put(p->in);
 	buf_put(p->out);
@@ -285,6 +290,12 @@ reaper_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 static void
 drop_if_done(struct ra_piece *p)
 {
+	/* An owned piece is its owner's to drop; it hears that the fetch ended. */
+	if (p->owned) {
+		if (p->state != PIECE_FETCHING && p->on_end)
+			p->on_end(p->on_end_arg, p);
+		return;
+	}
 	if (p->readers || p->state == PIECE_FETCHING)
 		return;
 	if (p->served || p->state == PIECE_FAILED)
@@ -413,7 +424,7 @@ static struct ra_piece *
 piece_whole(const struct ra_shelf *s)
 {
 	for (struct ra_piece *p = s->pieces; p; p = p->next)
-		if (p->whole && !p->dead)
+		if (p->whole && !p->dead && !p->owned)
 			return p;
 	return NULL;
 }
@@ -422,7 +433,7 @@ static struct ra_piece *
 piece_at(const struct ra_shelf *s, uint64_t first)
 {
 	for (struct ra_piece *p = s->pieces; p; p = p->next)
-		if (p->range.first == first && !p->dead && !p->whole)
+		if (p->range.first == first && !p->dead && !p->whole && !p->owned)
 			return p;
 	return NULL;
 }
@@ -474,20 +485,14 @@ keep_identity(struct ra_piece *p, const struct object_identity *id, const char *
 	return true;
 }
 
-bool
-ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
+/* A new piece for f, fetching, on its shelf; NULL (f->request given back) when not made. */
+static struct ra_piece *
+start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, bool owned)
 {
 	struct http_target target = *f->ask->target;
-	struct ra_shelf *s;
 	struct ra_share *sh;
 	struct ra_piece *p;
 
-	if (!(s = shelf_get(st, f->key)))
-		goto refused;
-	if (f->whole ? piece_whole(s) != NULL : piece_at(s, f->range.first) != NULL) {
-		buf_put(f->request);
-		return true;
-	}
 	if (!fits(st, share_find(st, f->key), f->charge)) {
 		kp_stats.readahead_throttled++;
 		goto refused;
@@ -502,6 +507,7 @@ ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
 	p->share = sh;
 	p->req = f->request;
 	p->shelf = s;
+	p->owned = owned;
 	p->range = f->whole ? (struct byte_range){0, UINT64_MAX} : f->range;
 	p->to_end = f->to_end;
 	p->whole = f->whole;
@@ -516,16 +522,97 @@ ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
 	p->ex.owner.https = f->ask->https;
 	target.path = "/";
 	target.path_len = 1;
-	kp_stats.readahead_predicted++;
 	log_debug("read-ahead %.*s %.*s", (int)s->key.dispatch_key_len, s->key.dispatch_key,
 	          (int)s->key.path_len, s->key.path);
-	if (exchange_start(&p->ex, &target, buf_head(p->req), buf_len(p->req), DISPATCH_AHEAD) < 0)
+	if (exchange_start(&p->ex, &target, buf_head(p->req), buf_len(p->req),
+	                   f->may_connect ? DISPATCH_ANY : DISPATCH_AHEAD) < 0)
 		fetch_failed(p, "request head too large");
-	return true;
+	return p;
 
 refused:
 	buf_put(f->request);
-	return false;
+	return NULL;
+}
+
+bool
+ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
+{
+	struct ra_shelf *s;
+
+	if (!(s = shelf_get(st, f->key))) {
+		buf_put(f->request);
+		return false;
+	}
+	if (f->whole ? piece_whole(s) != NULL : piece_at(s, f->range.first) != NULL) {
+		buf_put(f->request);
+		return true;
+	}
+	if (!start_piece(st, s, f, false))
+		return false;
+	kp_stats.readahead_predicted++;
+	return true;
+}
+
+struct ra_piece *
+ra_store_fetch_owned(struct ra_store *st, const struct ra_fetch *f,
+                     void (*on_end)(void *arg, struct ra_piece *p), void *arg)
+{
+	struct ra_shelf *s = shelf_get(st, f->key);
+	struct ra_piece *p;
+
+	if (!s) {
+		buf_put(f->request);
+		return NULL;
+	}
+	/* Told of its end only from now: a fetch that failed at once is seen by its state. */
+	if ((p = start_piece(st, s, f, true)) != NULL) {
+		p->on_end = on_end;
+		p->on_end_arg = arg;
+	}
+	return p;
+}
+
+struct memstore *
+ra_piece_memory(struct ra_piece *p)
+{
+	return &p->mem;
+}
+
+bool
+ra_piece_ended(const struct ra_piece *p)
+{
+	return p->state != PIECE_FETCHING;
+}
+
+void
+ra_piece_promote(struct ra_piece *p)
+{
+	if (p->state == PIECE_FETCHING)
+		exchange_promote(&p->ex);
+}
+
+void
+ra_piece_drop(struct ra_piece *p, uint64_t served)
+{
+	p->on_end = NULL;
+	if (served > p->served)
+		p->served = served;
+	/*
+	 * Its memory is freed at the end of this loop iteration: counted out
+	 * now, so that the owner's next piece, asked in the same breath, fits.
+	 */
+	if (!p->uncharged) {
+		p->uncharged = true;
+		charge(p->shelf->st, p->share, p->charged, false);
+		p->share = NULL;
+	}
+	/* What a fetch still brings is of no use now: its connection goes with it. */
+	if (p->state == PIECE_FETCHING) {
+		exchange_release(&p->ex);
+		p->state = PIECE_FAILED;
+		memstore_fail(&p->mem);
+	}
+	piece_drop(p);
 }
 
 /* ---- dropping by key ----------------------------------------------------------- */
@@ -547,7 +634,8 @@ drop_far(struct ra_shelf *s)
 	for (struct ra_piece *p = s->pieces; p; p = p->next) {
 		uint64_t left = bytes_to_come(p);
 
-		if (p->state != PIECE_FETCHING || p->readers || p->dead || left <= p->expect / 4)
+		if (p->owned || p->state != PIECE_FETCHING || p->readers || p->dead ||
+		    left <= p->expect / 4)
 			continue;
 		log_debug("read-ahead %.*s: a fetch dropped, %s to come", (int)s->key.path_len,
 		          s->key.path, left == UINT64_MAX ? "an unknown length" : "more than a quarter");
@@ -563,7 +651,7 @@ static void
 drop_held(struct ra_shelf *s)
 {
 	for (struct ra_piece *p = s->pieces; p; p = p->next)
-		if (!p->readers && p->state != PIECE_FETCHING)
+		if (!p->owned && !p->readers && p->state != PIECE_FETCHING)
 			piece_drop(p);
 }
 
@@ -802,7 +890,7 @@ guesses_ahead(const struct ra_shelf *s, const struct ra_piece *p)
 	unsigned n = 0;
 
 	for (const struct ra_piece *o = s->pieces; o; o = o->next)
-		if (o->state == PIECE_FETCHING && !o->readers && !o->dead &&
+		if (o->state == PIECE_FETCHING && !o->readers && !o->dead && !o->owned &&
 		    o->range.first < p->range.first)
 			n++;
 	return n;
@@ -870,7 +958,7 @@ sweep_shelf(struct table_node *n, void *arg)
 	double ttl = cfg_of(s->st)->read_ahead_ttl;
 
 	for (struct ra_piece *p = s->pieces; p; p = p->next)
-		if (p->state == PIECE_HELD && !p->readers && now - p->held_since > ttl)
+		if (p->state == PIECE_HELD && !p->readers && !p->owned && now - p->held_since > ttl)
 			piece_drop(p);
 	if (!s->pieces && now - s->used > ttl)
 		shelf_free(s);

@@ -7,6 +7,7 @@
 #include "kp/evglue.h"
 #include "kp/ra_hls.h"
 #include "kp/ra_range.h"
+#include "kp/ra_split.h"
 #include "kp/ra_store.h"
 
 /* How often held pieces, series and playlists are looked at: a few times per TTL. */
@@ -17,6 +18,8 @@ struct readahead {
 	struct ra_store *store;
 	struct ra_range *ranges;
 	struct ra_hls *hls;
+	struct ra_split *split;          /* --split; NULL: none listed */
+	bool predict;                    /* --read-ahead: the predictors run */
 	struct clock_timer sweep;
 	struct exchange_hooks hooks;
 };
@@ -41,9 +44,16 @@ serve(void *ctx, const struct exchange_view *v, const struct http_head *h, const
 	struct readahead *ra = ctx;
 	struct ra_ask ask = ask_of(v);
 
+	struct source *src = NULL;
+
 	if (v->method != HTTP_GET)
 		return NULL;
-	return ra_store_serve(ra->store, &ask, h, base);
+	/* A piece fetched ahead for exactly this request comes first; else it may be split. */
+	if (ra->predict)
+		src = ra_store_serve(ra->store, &ask, h, base);
+	if (!src && ra->split)
+		src = ra_split_serve(ra->split, &ask, h, base);
+	return src;
 }
 
 /*
@@ -59,7 +69,7 @@ heard(void *ctx, const struct exchange_view *v, const struct buf *req_head,
 	struct http_parser ps;
 	struct http_head req;
 
-	if (v->method != HTTP_GET)
+	if (v->method != HTTP_GET || !ra->predict)
 		return NULL;
 	/* No head kept (none was sent, or it is gone): nothing to predict from. */
 	if (req_head) {
@@ -113,8 +123,10 @@ readahead_new(const struct proxy_env *env)
 		return NULL;
 	ra->env = env;
 	clock_timer_init(&ra->sweep, env->clock, sweep_cb);
+	ra->predict = env->cfg->read_ahead;
 	if (!(ra->store = ra_store_new(env)) || !(ra->ranges = ra_range_new(env, ra->store)) ||
-	    !(ra->hls = ra_hls_new(env, ra->store))) {
+	    !(ra->hls = ra_hls_new(env, ra->store)) ||
+	    (env->cfg->nsplit && !(ra->split = ra_split_new(env, ra->store)))) {
 		readahead_free(ra);
 		return NULL;
 	}
@@ -131,6 +143,7 @@ readahead_free(struct readahead *ra)
 	if (!ra)
 		return;
 	clock_timer_stop(&ra->sweep);
+	ra_split_free(ra->split);
 	ra_hls_free(ra->hls);
 	ra_range_free(ra->ranges);
 	ra_store_free(ra->store);

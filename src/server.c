@@ -449,7 +449,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
 	                  &srv->fds) < 0 ||
-	    (cfg->read_ahead && !(srv->readahead = readahead_new(&srv->env))) ||
+	    ((cfg->read_ahead || cfg->nsplit) && !(srv->readahead = readahead_new(&srv->env))) ||
 	    (cfg->stats_addr && !(srv->env.hosts = calloc(1, sizeof(*srv->env.hosts))))) {
 		log_error("out of memory");
 		return -1;

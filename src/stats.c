@@ -38,7 +38,9 @@ stats_log_summary(void)
 	         " (cached %" PRIu64 "), read-ahead %" PRIu64 " (hits %" PRIu64 ", joins %" PRIu64
 	         ", misses %" PRIu64 ", wasted %" PRIu64 " bytes, unsafe %" PRIu64
 	         ", throttled %" PRIu64 ", failed %" PRIu64 ", cut %" PRIu64 ", held %" PRIu64
-	         " bytes), pipelined %" PRIu64,
+	         " bytes), pipelined %" PRIu64 ", split %" PRIu64 " (declined %" PRIu64
+	         ", pieces %" PRIu64 ", resumes %" PRIu64 ", mismatches %" PRIu64 ", back-offs %" PRIu64
+	         ")",
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
 	         s->requests_on_freed, s->connects_started, s->connects_won, s->connects_unused,
 	         s->upstream_connects, s->upstream_connect_failures, s->queued, s->queue_waits,
@@ -49,7 +51,8 @@ stats_log_summary(void)
 	         s->readahead_predicted, s->readahead_hits, s->readahead_joins, s->readahead_misses,
 	         s->readahead_wasted_bytes, s->readahead_unsafe, s->readahead_throttled,
 	         s->readahead_failed, s->readahead_cut, s->readahead_bytes_held,
-	         s->upstream_pipelined);
+	         s->upstream_pipelined, s->split_downloads, s->split_declined, s->split_pieces,
+	         s->split_resumes, s->split_mismatches, s->split_backoffs);
 }
 
 void
@@ -176,6 +179,24 @@ static const struct metric metrics[] = {
 	{"readahead_cut_total", "counter",
 	 "Fetches ahead ended far from done: their client asked for something else.",
 	 &kp_stats.readahead_cut},
+	{"split_downloads_total", "counter", "Downloads fetched as more than one piece (--split).",
+	 &kp_stats.split_downloads},
+	{"split_declined_total", "counter",
+	 "Requests to split hosts the origin answered itself: no ranges, no validator, an error.",
+	 &kp_stats.split_declined},
+	{"split_pieces_total", "counter", "Pieces asked for split downloads, resumes included.",
+	 &kp_stats.split_pieces},
+	{"split_resumes_total", "counter", "Pieces asked again from where a broken fetch stopped.",
+	 &kp_stats.split_resumes},
+	{"split_mismatches_total", "counter",
+	 "Pieces of another version than the first: their client was cut off there.",
+	 &kp_stats.split_mismatches},
+	{"split_backoffs_total", "counter",
+	 "Second connections refused (401, 403, 429, 503): the host got one for 10 minutes.",
+	 &kp_stats.split_backoffs},
+	{"split_connections_total", "counter",
+	 "The most connections each split download used at once, summed.",
+	 &kp_stats.split_connections_used},
 	{"pipelined_total", "counter",
 	 "Requests written on a busy origin connection, behind the one in progress.",
 	 &kp_stats.upstream_pipelined},

@@ -173,6 +173,7 @@ struct exchange_private {
 	 */
 	enum dispatch_how how;
 	bool held;                    /* the response comes from memory (read-ahead) */
+	char served_as[32];           /* the source's word for the access log, kept at its end */
 	struct tunnel tunnel;
 	uint8_t method;
 	uint8_t client_minor;

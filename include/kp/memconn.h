@@ -69,8 +69,18 @@ struct memsource {
 	 */
 	int (*prepare)(struct memsource *m);
 	bool prepared;
+	bool parked;                   /* a chained reader between stores (memsource_park) */
 	size_t tried_at;               /* the store's length when prepare last said "not yet" */
 	struct memsource *prev, *next; /* the store's readers */
+	/*
+	 * A reader that goes on in another store (a split download's pieces):
+	 * asked for more when its window is read to the end, when its store
+	 * failed, or when prepare said never. 1: the owner moved it on
+	 * (memsource_move); 0: not yet, the owner calls memsource_wake() when
+	 * there is more; -1: the response ends here (EOF); -2: it is cut off
+	 * (a reset). NULL: the window's end is the response's.
+	 */
+	int (*more)(struct memsource *m);
 	/* Called once the exchange let go of it (released or closed); may be NULL. */
 	void (*done)(struct memsource *m);
 	void *owner;                   /* the owner's, for its hooks */
@@ -89,6 +99,19 @@ void memsource_open(struct memsource *m, struct memstore *s);
  */
 void memsource_open_slice(struct memsource *m, struct memstore *s,
                           int (*prepare)(struct memsource *m));
+/*
+ * A chained reader goes on in store s, from its start, through prepare
+ * (which sets the window; the prefix, if any is left, still comes first).
+ */
+void memsource_move(struct memsource *m, struct memstore *s, int (*prepare)(struct memsource *m));
+/*
+ * A chained reader waits between stores (its owner has none to give it
+ * yet): it reads nothing until memsource_move.
+ */
+void memsource_park(struct memsource *m);
+/* There is more for a chained reader that was told to wait: it is made readable. */
+void memsource_wake(struct memsource *m);
+
 /* Closes the reader (also what its source ops do). */
 void memsource_close(struct memsource *m);
 

@@ -58,6 +58,7 @@
 #include "kp/source.h"
 
 struct ra_store;
+struct ra_piece;
 
 /* What the kernel and the fetches found of the path from this host to an origin. */
 struct ra_path {
@@ -75,6 +76,12 @@ struct ra_fetch {
 	bool to_end;                       /* range ends at the object's last byte */
 	uint64_t expect;                   /* body bytes it should bring; 0: not known */
 	size_t charge;                     /* the most memory it may take; 0: never fetched */
+	/*
+	 * A client waits for it: it may take a connection of its own, as the
+	 * client's request would. Otherwise it comes after every client
+	 * request, on a pooled or freed connection, or pipelined.
+	 */
+	bool may_connect;
 	/* The object the piece must be of (a range's series knows it); NULL: any. */
 	const struct object_identity *identity;
 	const char *identity_base;
@@ -102,6 +109,27 @@ void ra_store_free(struct ra_store *st);
  * memory in all (counted as throttled), or out of memory.
  */
 bool ra_store_fetch(struct ra_store *st, const struct ra_fetch *f);
+
+/*
+ * A piece fetched for an owner (a split download, ra_split.h) rather than
+ * held for read-ahead's serving: never served or swept here, it is the
+ * owner's until it drops it. on_end(arg, p) hears when its fetch ended,
+ * whole or not, except when that happens at once (see ra_piece_ended).
+ * NULL when it was not made (a share or the memory in all is full).
+ */
+struct ra_piece *ra_store_fetch_owned(struct ra_store *st, const struct ra_fetch *f,
+                                      void (*on_end)(void *arg, struct ra_piece *p), void *arg);
+/* Where an owned piece's response is arriving, or held. */
+struct memstore *ra_piece_memory(struct ra_piece *p);
+/* Has its fetch ended, whole (the memory ended) or not (it failed)? */
+bool ra_piece_ended(const struct ra_piece *p);
+/* A client waits for it now: no longer behind other clients' requests. */
+void ra_piece_promote(struct ra_piece *p);
+/*
+ * The owner is done with it (served: the body bytes its client was given):
+ * a fetch still going ends with its connection, and the piece is dropped.
+ */
+void ra_piece_drop(struct ra_piece *p, uint64_t served);
 
 /*
  * A piece held or arriving for the client's request whose head is h (spans

@@ -11,7 +11,8 @@
  * through the exchange's hooks (exchange.h), and neither the exchange nor
  * the client names it. Behind the seam: the store of pieces (ra_store.h,
  * whose header has read-ahead's glossary), the byte-range predictor
- * (ra_range.h) and the HLS and CMCD predictor (ra_hls.h).
+ * (ra_range.h), the HLS and CMCD predictor (ra_hls.h), and the splitting of
+ * big downloads (--split, ra_split.h), which shares the store.
  */
 #ifndef KP_READAHEAD_H
 #define KP_READAHEAD_H

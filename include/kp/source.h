@@ -42,6 +42,8 @@ struct source {
 	double rtt;                   /* seconds, from TCP_INFO; 0: not read yet */
 	double rtt_read_at;           /* when rtt was read: once a second at most */
 	struct source_reader *reader; /* the exchange using it now; NULL when none */
+	const char *served_as;        /* what the access log calls it (a split download's
+	                               * "split, 2 resumes"); NULL: the usual words */
 	const struct source_ops *ops;
 };
 

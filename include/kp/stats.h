@@ -79,6 +79,13 @@ struct kp_stats {
 	uint64_t readahead_failed;     /* fetches that failed (error, reset, timeout) */
 	uint64_t readahead_cut;        /* fetches ended far from done: the client asked elsewhere */
 	uint64_t upstream_pipelined;   /* requests written on a busy origin connection */
+	uint64_t split_downloads;      /* downloads fetched as more than one piece (--split) */
+	uint64_t split_declined;       /* first pieces that could not be split: the origin answered */
+	uint64_t split_pieces;         /* pieces asked for split downloads, resumes included */
+	uint64_t split_resumes;        /* pieces asked again from where a broken fetch stopped */
+	uint64_t split_mismatches;     /* pieces of another version: their client cut off there */
+	uint64_t split_backoffs;       /* refusals of a second connection: the host got one */
+	uint64_t split_connections_used; /* the most connections each download had at once, summed */
 	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
 	uint64_t auth_hash_checks;     /* passwords checked against a crypt(3) hash */
 	uint64_t auth_cache_hits;      /* credentials taken on the strength of an earlier check */

@@ -33,6 +33,7 @@
  *   - a reply { ubus: CODE } is a ubus error: the call rejects with rpc.js's
  *     message when declared with reject: true, else resolves to expect's
  *     default; a reply { rpcError: [CODE, MESSAGE] } always rejects;
+ *   - a ListValue is a select of the choices value() added;
  *   - a Button is drawn as form.js draws one: the button inside
  *     <output for="cbid..."> and a hidden field with the cbid;
  *   - standIn.poll() runs every poll.add function once more, as a tick.
@@ -369,6 +370,18 @@ class DynamicList extends AbstractValue {
 	}
 }
 
+class ListValue extends AbstractValue {
+	/* As form.js: choices added with value(), drawn as a select. */
+	value(key, label) {
+		(this.choices = this.choices || []).push([ key, label != null ? label : key ]);
+	}
+
+	widget(sid, value) {
+		return E('select', { 'id': this.cbid(sid) }, (this.choices || []).map(([ k, l ]) =>
+			E('option', { 'value': k, 'selected': k == value ? true : null }, [ l ])));
+	}
+}
+
 class Button extends AbstractValue {
 	widget(sid) {
 		return E('div', {}, [
@@ -503,6 +516,7 @@ const form = {
 	Value: AbstractValue,
 	Flag: Flag,
 	DynamicList: DynamicList,
+	ListValue: ListValue,
 	Button: Button
 };
 

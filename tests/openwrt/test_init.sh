@@ -164,6 +164,20 @@ check "read-ahead with a router's memory" \
 	option read_ahead_ttl '10'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 --read-ahead-ttl 10 "
 
+check "split downloads from two hosts, on two connections" \
+"config keepalive-proxy 'main'
+	list split '*.googlevideo.com'
+	list split '192.0.2.7'
+	option split_size '4194304'
+	option split_connections '2'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --split *.googlevideo.com --split 192.0.2.7 --split-size 4194304 --split-connections 2 "
+
+check "five connections per download is refused by validation" \
+"config keepalive-proxy 'main'
+	list split 'cdn.example.com'
+	option split_connections '5'" \
+	""
+
 check "read-ahead off is no flag" \
 "config keepalive-proxy 'main'
 	option read_ahead '0'" \

@@ -343,10 +343,28 @@ return view.extend({
 		o = s.taboption('readahead', form.Flag, 'read_ahead', _('Read ahead'));
 
 		o = s.taboption('readahead', form.Value, 'read_ahead_memory', _('Memory for read-ahead'),
-			_('Bytes, for all ranges fetched ahead at once.'));
+			_('Bytes, for all ranges fetched ahead at once, split downloads included; a client takes half at most.'));
 		o.datatype = 'and(uinteger,min(1048576))';
 		o.placeholder = '33554432';
-		o.depends('read_ahead', '1');
+
+		o = s.taboption('readahead', form.DynamicList, 'split', _('Split downloads from'),
+			_('Hosts whose big downloads are fetched as ranges, ahead of the client, with a broken connection resumed: for origins that slow down a download asked for whole. Host names, *.domain patterns or IP addresses; HTTPS hosts need interception too.'));
+		o.placeholder = '*.googlevideo.com';
+		o.validate = function(section_id, value) {
+			if (value && !/^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$|^[0-9A-Fa-f:.]+$/.test(value))
+				return _('a host name, *.domain or an IP address');
+			return true;
+		};
+
+		o = s.taboption('readahead', form.Value, 'split_size', _('Range size'),
+			_('Bytes asked of the origin at a time.'));
+		o.datatype = 'and(uinteger,min(65536))';
+		o.placeholder = '8388608';
+
+		o = s.taboption('readahead', form.ListValue, 'split_connections', _('Connections per download'),
+			_('More than one only for origins that allow it; a refusal drops the host to one for ten minutes.'));
+		[ '1', '2', '3', '4' ].forEach((n) => o.value(n));
+		o.default = '1';
 
 		const statusEl = this.renderStatus();
 		const checkEl = this.renderCheck();

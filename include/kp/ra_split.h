@@ -1,0 +1,64 @@
+/*
+ * Splitting big downloads (--split): a GET for a large object from a listed
+ * host is fetched as bounded ranges of --split-size, ahead of the client,
+ * through the pool and into read-ahead's store (ra_store.h, whose glossary
+ * this file speaks: the ranges are pieces, a download's pieces a series),
+ * and the client gets one continuous answer of its own: a 200 with the
+ * complete length for a request without Range, a 206 for its range. Origins
+ * that pace an answer without a bounded Range (large video origins do, to
+ * about the media's rate) then serve at full speed; a connection that
+ * breaks in the middle of a piece is resumed from the next byte, with
+ * If-Range, on another; and up to --split-connections connections work on
+ * one download at once.
+ *
+ * Only where it is safe. The first piece is asked with a bounded Range; the
+ * download is split only when it comes back a 206 with a complete length,
+ * a validator If-Range may carry (ranges_if_range) and no Content-Encoding
+ * but identity, without Cache-Control: no-transform. Anything else (a 200:
+ * no ranges; an error; a HEAD, a conditional request, a body) is answered
+ * by the origin itself, as it would be without the proxy: the piece fails
+ * before the client's first byte and the request goes to the origin. Every
+ * later piece carries If-Range and must come back as asked, of the same
+ * version; if one does not, the client's connection is closed at that byte,
+ * as a broken origin would leave it, and never gets bytes of two versions.
+ *
+ * More than one connection is opt-in (--split-connections) and backs off:
+ * a 401, 403, 429 or 503 to a piece while more than one is in use drops the
+ * host to one connection for ten minutes, and the piece is asked again on
+ * it; only if that fails too does the client see anything of it.
+ */
+#ifndef KP_RA_SPLIT_H
+#define KP_RA_SPLIT_H
+
+#include <stdbool.h>
+
+#include <ev.h>
+
+#include "kp/http.h"
+#include "kp/ra_store.h"
+#include "kp/source.h"
+
+struct ra_split;
+
+/* NULL when memory is exhausted. */
+struct ra_split *ra_split_new(const struct proxy_env *env, struct ra_store *st);
+/* Ends every download (their clients' sources fail) and frees the rest. */
+void ra_split_free(struct ra_split *sp);
+
+/* Is the host of this target listed with --split, and not backed off to nothing? */
+bool ra_split_listed(const struct ra_split *sp, const struct http_target *target);
+
+/*
+ * A source for the client's request whose head is h (spans into base), if
+ * it is one to split: a GET without a body or precondition, to a listed
+ * host, for the whole object, an open range, or a bounded one longer than a
+ * piece (or, with more than one connection, long enough to share out).
+ * NULL: forward it as it is.
+ */
+struct source *ra_split_serve(struct ra_split *sp, const struct ra_ask *ask,
+                              const struct http_head *h, const char *base);
+
+/* The connections a fetch of read-ahead's for target may use: 1, or --split-connections. */
+unsigned ra_split_connections(const struct ra_split *sp, const struct http_target *target);
+
+#endif
