@@ -661,6 +661,8 @@ static const struct {
 	{"read-ahead-memory", 1048576, 2147483648UL},
 #endif
 	{"read-ahead-depth", 1, 8},
+	{"split-size", 65536, 1073741824},
+	{"split-connections", 1, 4},
 	{"rtt", 1, 60000},
 	{"rate", 1, 1000000},
 };
@@ -845,6 +847,8 @@ static const struct {
 	{"read-ahead-memory", AT(read_ahead_memory)},
 	{"read-ahead-depth", AT(read_ahead_depth)},
 	{"read-ahead-ttl", AT(read_ahead_ttl)},
+	{"split-size", AT(split_size)},
+	{"split-connections", AT(split_connections)},
 	{"check-host", AT(check_host)},
 	{"json", AT(check_json)},
 	{"rtt", AT(path_rtt_ms)},
