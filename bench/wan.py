@@ -1368,6 +1368,9 @@ class Bench:
         args = self.args
         cut = (f"{args.reset_bytes} B" if args.reset_bytes
                else f"{args.reset_share:.0%} of its body")
+        if args.reset_bytes and args.reset_bytes >= args.object_size:
+            print(f"  resets: the object ({args.object_size} B) is no longer than --reset-bytes "
+                  f"({args.reset_bytes} B), so no answer is cut", flush=True)
         self.client_scenario(
             bed, "resets", args.resets_clients, bed.own_origins["reset"], OBJECT,
             self.object_sha, args.resets_downloads,
