@@ -4,7 +4,8 @@
  *
  * Every IP packet read from one device is written to the other after the
  * time the emulated path would have taken: a drop-tail queue, a bottleneck
- * of fixed rate, then half the round-trip time of propagation. The model is
+ * of fixed rate, then half the round-trip time of propagation; optionally
+ * lost at random on the way, before the queue (--loss, --seed). The model is
  * in delayline_link.c; this file moves packets and keeps time.
  *
  * The program creates both devices, says "ready" on stdout and leaves their
@@ -74,7 +75,12 @@ struct options {
 	unsigned mtu;
 	unsigned txqueuelen;
 	int fifo_priority; /* 0: ordinary scheduling */
+	double loss;       /* probability of random loss, each direction */
+	uint64_t seed;     /* of the loss generators */
 };
+
+/* Makes the second direction's generator differ from the first's. */
+#define SEED_B_TO_A 0xd1b54a32d192ed03ull
 
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t report_requested;
@@ -101,28 +107,33 @@ now_ns(void)
 static void
 usage(FILE *out)
 {
-	fprintf(out, "Usage: kp-delayline --tun-a NAME --tun-b NAME [options]\n"
-	             "Forward IP packets between two TUN devices through an emulated WAN link.\n"
-	             "\n"
-	             "      --tun-a NAME         first TUN device (created)\n"
-	             "      --tun-b NAME         second TUN device (created)\n"
-	             "      --rtt-ms MS          round-trip propagation delay, half each way "
-	             "(default 50)\n"
-	             "      --rate-mbit MBIT     bottleneck rate in each direction, 0 for none "
-	             "(default 500)\n"
-	             "      --queue-bytes N      drop-tail queue in front of the bottleneck\n"
-	             "                           (default one bandwidth-delay product, at least "
-	             "64 KiB)\n"
-	             "      --mtu N              MTU of both devices (default 1500)\n"
-	             "      --txqueuelen N       kernel queue of each device in packets "
-	             "(default 10000)\n"
-	             "      --ring-bytes N       packet store per direction (default twice "
-	             "BDP + queue)\n"
-	             "      --fifo PRIO          run under SCHED_FIFO at this priority\n"
-	             "  -h, --help               print this help and exit\n"
-	             "\n"
-	             "Prints \"ready\" once both devices exist; stops on SIGTERM or SIGINT and\n"
-	             "prints its counters as JSON; SIGUSR1 prints them without stopping.\n");
+	fprintf(out,
+	        "Usage: kp-delayline --tun-a NAME --tun-b NAME [options]\n"
+	        "Forward IP packets between two TUN devices through an emulated WAN link.\n"
+	        "\n"
+	        "      --tun-a NAME         first TUN device (created)\n"
+	        "      --tun-b NAME         second TUN device (created)\n"
+	        "      --rtt-ms MS          round-trip propagation delay, half each way "
+	        "(default 50)\n"
+	        "      --rate-mbit MBIT     bottleneck rate in each direction, 0 for none "
+	        "(default 500)\n"
+	        "      --queue-bytes N      drop-tail queue in front of the bottleneck\n"
+	        "                           (default one bandwidth-delay product, at least "
+	        "64 KiB)\n"
+	        "      --mtu N              MTU of both devices (default 1500)\n"
+	        "      --txqueuelen N       kernel queue of each device in packets "
+	        "(default 10000)\n"
+	        "      --ring-bytes N       packet store per direction (default twice "
+	        "BDP + queue)\n"
+	        "      --fifo PRIO          run under SCHED_FIFO at this priority\n"
+	        "      --loss P             lose packets at random with probability P (0 to 1)\n"
+	        "                           in each direction, before the queue (default 0)\n"
+	        "      --seed N             seed of the loss generators (default 1): the same\n"
+	        "                           seed, the same sequence of drop decisions\n"
+	        "  -h, --help               print this help and exit\n"
+	        "\n"
+	        "Prints \"ready\" once both devices exist; stops on SIGTERM or SIGINT and\n"
+	        "prints its counters as JSON; SIGUSR1 prints them without stopping.\n");
 }
 
 static bool
@@ -167,7 +178,9 @@ parse_options(struct options *o, int argc, char **argv)
 		OPT_MTU,
 		OPT_TXQ,
 		OPT_RING,
-		OPT_FIFO
+		OPT_FIFO,
+		OPT_LOSS,
+		OPT_SEED
 	};
 	static const struct option longopts[] = {
 		{"tun-a", required_argument, NULL, OPT_TUN_A},
@@ -179,6 +192,8 @@ parse_options(struct options *o, int argc, char **argv)
 		{"txqueuelen", required_argument, NULL, OPT_TXQ},
 		{"ring-bytes", required_argument, NULL, OPT_RING},
 		{"fifo", required_argument, NULL, OPT_FIFO},
+		{"loss", required_argument, NULL, OPT_LOSS},
+		{"seed", required_argument, NULL, OPT_SEED},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -190,6 +205,7 @@ parse_options(struct options *o, int argc, char **argv)
 	o->rate_mbit = 500;
 	o->mtu = 1500;
 	o->txqueuelen = 10000;
+	o->seed = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		bool ok = true;
 
@@ -223,6 +239,12 @@ parse_options(struct options *o, int argc, char **argv)
 		case OPT_FIFO:
 			ok = parse_u64(optarg, 1, 99, &v);
 			o->fifo_priority = (int)v;
+			break;
+		case OPT_LOSS:
+			ok = parse_double(optarg, 0, 1, &o->loss);
+			break;
+		case OPT_SEED:
+			ok = parse_u64(optarg, 0, UINT64_MAX, &o->seed);
 			break;
 		case 'h':
 			usage(stdout);
@@ -371,13 +393,13 @@ print_direction(FILE *out, const struct direction *d)
 
 	fprintf(out,
 	        "\"%s\":{\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"drops\":%" PRIu64
-	        ",\"drop_bytes\":%" PRIu64 ",\"max_backlog\":%" PRIu64 ",\"ring_full\":%" PRIu64
-	        ",\"max_ring_bytes\":%" PRIu64 ",\"written\":%" PRIu64 ",\"write_errors\":%" PRIu64
-	        ",\"last_write_error\":\"%s\""
+	        ",\"drop_bytes\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"lost_bytes\":%" PRIu64
+	        ",\"max_backlog\":%" PRIu64 ",\"ring_full\":%" PRIu64 ",\"max_ring_bytes\":%" PRIu64
+	        ",\"written\":%" PRIu64 ",\"write_errors\":%" PRIu64 ",\"last_write_error\":\"%s\""
 	        ",\"late_us_avg\":%.1f,\"late_us_max\":%.1f,\"late_over_100us\":%" PRIu64
 	        ",\"late_over_1ms\":%" PRIu64 "}",
-	        d->name, s->packets, s->bytes, s->drops, s->drop_bytes, s->max_backlog,
-	        d->ring_full, d->max_ring_bytes, d->written, d->write_errors,
+	        d->name, s->packets, s->bytes, s->drops, s->drop_bytes, s->lost, s->lost_bytes,
+	        s->max_backlog, d->ring_full, d->max_ring_bytes, d->written, d->write_errors,
 	        d->last_write_errno ? strerror(d->last_write_errno) : "",
 	        (double)d->late.sum_ns / (double)n / 1e3, (double)d->late.max_ns / 1e3,
 	        d->late.over_100us, d->late.over_1ms);
@@ -391,9 +413,9 @@ print_report(const struct options *o, const struct direction dir[2], uint64_t st
 	       final ? "true" : "false", (double)(now_ns() - started) / 1e9, wakeups);
 	printf("\"config\":{\"tun_a\":\"%s\",\"tun_b\":\"%s\",\"rtt_ms\":%g,\"rate_mbit\":%g,"
 	       "\"queue_bytes\":%" PRIu64 ",\"ring_bytes\":%zu,\"mtu\":%u,\"txqueuelen\":%u,"
-	       "\"fifo_priority\":%d},",
+	       "\"fifo_priority\":%d,\"loss\":%g,\"seed\":%" PRIu64 "},",
 	       o->tun_a, o->tun_b, o->rtt_ms, o->rate_mbit, dir[0].link.queue_bytes,
-	       dir[0].ring.size, o->mtu, o->txqueuelen, o->fifo_priority);
+	       dir[0].ring.size, o->mtu, o->txqueuelen, o->fifo_priority, o->loss, o->seed);
 	print_direction(stdout, &dir[0]);
 	putchar(',');
 	print_direction(stdout, &dir[1]);
@@ -531,6 +553,7 @@ main(int argc, char **argv)
 	memset(dir, 0, sizeof(dir));
 	for (int i = 0; i < 2; i++) {
 		dl_link_init(&dir[i].link, rate_bps, rtt_ns / 2, queue);
+		dl_link_set_loss(&dir[i].link, o.loss, i ? o.seed ^ SEED_B_TO_A : o.seed);
 		if (dl_ring_init(&dir[i].ring, ring) < 0) {
 			fprintf(stderr, "kp-delayline: cannot allocate %" PRIu64 " bytes\n", ring);
 			return 1;
@@ -554,8 +577,8 @@ main(int argc, char **argv)
 	dir[1].out_fd = fd_a;
 	fprintf(stderr,
 	        "kp-delayline: %s <-> %s, rtt %g ms, rate %g Mbit/s, queue %" PRIu64
-	        " bytes, ring %" PRIu64 " bytes per direction\n",
-	        o.tun_a, o.tun_b, o.rtt_ms, o.rate_mbit, queue, ring);
+	        " bytes, ring %" PRIu64 " bytes per direction, loss %g (seed %" PRIu64 ")\n",
+	        o.tun_a, o.tun_b, o.rtt_ms, o.rate_mbit, queue, ring, o.loss, o.seed);
 	printf("ready\n");
 	fflush(stdout);
 

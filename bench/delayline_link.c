@@ -14,6 +14,33 @@ dl_link_init(struct dl_link *l, uint64_t rate_bps, uint64_t delay_ns, uint64_t q
 	l->queue_bytes = queue_bytes;
 }
 
+void
+dl_link_set_loss(struct dl_link *l, double probability, uint64_t seed)
+{
+	/* 2^64 is exact as a double; a product that rounds up to it is clamped. */
+	double threshold = probability * 18446744073709551616.0;
+
+	l->prng = seed;
+	if (!(probability > 0))
+		l->loss_threshold = 0;
+	else if (threshold >= 18446744073709551615.0)
+		l->loss_threshold = UINT64_MAX;
+	else
+		l->loss_threshold = (uint64_t)threshold;
+}
+
+bool
+dl_loss_draw(uint64_t *state, uint64_t threshold)
+{
+	/* splitmix64 (Steele, Lea, Flood 2014): one add and a mix per draw. */
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return z < threshold;
+}
+
 uint64_t
 dl_link_backlog(const struct dl_link *l, uint64_t now)
 {
@@ -29,8 +56,19 @@ dl_link_backlog(const struct dl_link *l, uint64_t now)
 bool
 dl_link_offer(struct dl_link *l, uint64_t now, uint32_t len, uint64_t *deliver_at)
 {
-	uint64_t backlog = dl_link_backlog(l, now);
+	uint64_t backlog;
 
+	/*
+	 * Loss on the path, before the bottleneck: a lost packet takes no room
+	 * in the queue and no time on the link. No draw without loss, so a
+	 * lossless link behaves exactly as before.
+	 */
+	if (l->loss_threshold && dl_loss_draw(&l->prng, l->loss_threshold)) {
+		l->stats.lost++;
+		l->stats.lost_bytes += len;
+		return false;
+	}
+	backlog = dl_link_backlog(l, now);
 	if (backlog + len > l->queue_bytes) {
 		l->stats.drops++;
 		l->stats.drop_bytes += len;

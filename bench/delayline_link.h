@@ -9,6 +9,8 @@
  * else follows from it:
  *
  *   backlog at t     = (busy_until - t) * rate, in bytes not yet serialized
+ *   lose a packet    at random, with the configured probability, before
+ *                    it reaches the queue (it takes no room there)
  *   accept a packet  unless backlog + len > queue limit (then it is dropped)
  *   on accept        busy_until = max(busy_until, t) + len / rate
  *   deliver at       busy_until + delay
@@ -18,6 +20,11 @@
  * variable-length records (struct dl_ring) is all the scheduling needed.
  *
  * Times are CLOCK_MONOTONIC nanoseconds, rates bits per second.
+ *
+ * Random loss comes from a seeded generator of the link's own (splitmix64),
+ * so the same seed gives the same sequence of drop decisions: a lossy run
+ * can be repeated decision for decision, though not packet for packet, since
+ * which packet meets which decision depends on timing.
  */
 #ifndef KP_DELAYLINE_LINK_H
 #define KP_DELAYLINE_LINK_H
@@ -36,6 +43,8 @@ struct dl_link_stats {
 	uint64_t bytes;   /* accepted */
 	uint64_t drops;   /* refused by the queue limit */
 	uint64_t drop_bytes;
+	uint64_t lost; /* dropped at random (dl_link_set_loss), before the queue */
+	uint64_t lost_bytes;
 	uint64_t max_backlog; /* bytes queued right after an accept, at most */
 };
 
@@ -51,18 +60,38 @@ struct dl_link {
 	 * nanosecond per packet.
 	 */
 	uint64_t carry;
+	/*
+	 * Random loss: a packet is lost when the next number of the generator
+	 * is below loss_threshold, i.e. with probability loss_threshold / 2^64
+	 * (0: no loss; UINT64_MAX: as good as every packet).
+	 */
+	uint64_t loss_threshold;
+	uint64_t prng; /* splitmix64 state */
 	struct dl_link_stats stats;
 };
 
 void dl_link_init(struct dl_link *l, uint64_t rate_bps, uint64_t delay_ns, uint64_t queue_bytes);
+
+/*
+ * Loses each packet with the given probability (0 to 1; clamped), drawing
+ * from a generator started at seed. Two links given the same seed make the
+ * same decisions: give each direction a seed of its own.
+ */
+void dl_link_set_loss(struct dl_link *l, double probability, uint64_t seed);
+
+/*
+ * The random-loss decision alone: advances *state and says whether a packet
+ * meeting this draw is lost at the given threshold (see loss_threshold).
+ */
+bool dl_loss_draw(uint64_t *state, uint64_t threshold);
 
 /* Bytes accepted but not yet serialized at now, rounded up. */
 uint64_t dl_link_backlog(const struct dl_link *l, uint64_t now);
 
 /*
  * A packet of len bytes arrives at now (not before any earlier arrival).
- * Returns false when the queue has no room for it; otherwise true with the
- * moment it leaves the far end in *deliver_at.
+ * Returns false when it is lost at random or the queue has no room for it;
+ * otherwise true with the moment it leaves the far end in *deliver_at.
  */
 bool dl_link_offer(struct dl_link *l, uint64_t now, uint32_t len, uint64_t *deliver_at);
 

@@ -554,9 +554,16 @@ def installed_proxies(names=None):
     return result
 
 
+class ProxyStartError(RuntimeError):
+    """A proxy that did not start (an option it does not know, say), for a
+    caller that goes on without it."""
+
+
 def start_proxy(name, workdir, build_dir="build", host="127.0.0.1", port=None, netns=None,
-                extra_args=()):
-    """Start a known proxy and wait until it accepts connections."""
+                extra_args=(), raise_errors=False):
+    """Start a known proxy and wait until it accepts connections. One that
+    does not start ends the benchmark with its log's tail, or with
+    raise_errors raises ProxyStartError carrying it."""
     if name not in PROXY_RECIPES:
         die(f"no recipe for proxy {name!r}; known: {', '.join(PROXY_RECIPES)}")
     _program, _package, starter = PROXY_RECIPES[name]
@@ -574,7 +581,10 @@ def start_proxy(name, workdir, build_dir="build", host="127.0.0.1", port=None, n
         process.stop()
         if port:
             break
-    die(f"{name} did not start on {host}:{p}:\n{tail}")
+    message = f"{name} did not start on {host}:{p}:\n{tail}"
+    if raise_errors:
+        raise ProxyStartError(message)
+    die(message)
 
 
 COUNTERS_LINE = re.compile(r": (clients \d+, requests \d+ .*)$")

@@ -19,6 +19,7 @@ Run as root: python3 bench/loopback.py [--duration 10] [--quick]
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -49,9 +50,11 @@ def parse_args():
                          "two cores)")
     ap.add_argument("--build-dir", default=os.path.join(kb.REPO_ROOT, "build"))
     kb.add_proxy_arguments(ap)
-    ap.add_argument("--kp-args", default=None, metavar="ARGS",
+    ap.add_argument("--kp-args", action="append", default=None, metavar="ARGS",
                     help="measure keepalive-proxy with these extra flags only, instead "
-                         "of the default and raised-cap rows")
+                         "of the default and raised-cap rows; repeatable, a row each "
+                         "('' for none), so that a flag can be compared with its absence "
+                         "in one run")
     ap.add_argument("--max-wait-quiet", type=float, default=300.0, metavar="SECONDS",
                     help="before each row, wait up to this long for other processes on the "
                          "machine to go quiet (default 300; 0: do not wait)")
@@ -95,7 +98,8 @@ def proxy_rows(args, connections):
         if name != "keepalive-proxy":
             rows.append((name, name, []))
         elif args.kp_args is not None:
-            rows.append((f"keepalive-proxy {args.kp_args}".strip(), name, args.kp_args.split()))
+            rows += [(f"keepalive-proxy {text}".strip(), name, shlex.split(text))
+                     for text in args.kp_args]
         else:
             rows.append(("keepalive-proxy (default caps)", name, []))
             caps = str(connections)

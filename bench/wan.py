@@ -12,13 +12,18 @@ downloader and the proxies, which talk over its loopback; the origin side
 ("org") holds a private nginx. Every chunk is a Range request on a new client
 connection, the way segment downloaders work, or in the hls scenario a
 playlist's segment fetched with a plain GET, the way HLS players do; the
-question is how close each proxy gets to what the path allows. Other
+question is how close each proxy gets to what the path allows. The client
+scenarios (throttled, lossy, resets, hls-ytdlp) run real downloaders
+instead (curl, wget, ffmpeg, yt-dlp, headless Chromium: bench/wan_clients.py)
+against the bench's own origin (bench/wan_origin.py), which can throttle
+answers or cut them with a reset, and check every byte they wrote. Other
 scripts (bench/clients.py) import the testbed from here.
 
 Tables go to stdout, one JSON object per row to --out. See bench/README.md.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -29,11 +34,14 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.parse
 
 BENCH_DIR = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, BENCH_DIR)
 
 import kpbench  # noqa: E402  (found through the path set just above)
+import wan_clients  # noqa: E402
+import wan_origin  # noqa: E402
 
 DOWNLOADER = os.path.join(BENCH_DIR, "wan_download.py")
 INITCWND_SCRIPT = os.path.join(kpbench.REPO_ROOT, "contrib", "loopback-initcwnd.sh")
@@ -47,9 +55,20 @@ MTU = 1500
 # 1448 payload bytes in 1500 on the wire.
 HEADER_BYTES = 52
 SCENARIOS = ("back-to-back", "hls", "paced", "early-close", "parallel", "overlap", "long-fat",
-             "https")
-# Scenarios with a testbed of their own (their RTT and rate are theirs).
-OWN_BED = ("overlap", "long-fat")
+             "https", "throttled", "lossy", "resets", "hls-ytdlp")
+# Real clients against the bench's own origin: run only when named, since
+# they need more installed and take long (a throttled direct download of
+# 32 MiB alone is half a minute per client).
+CLIENT_SCENARIOS = ("throttled", "lossy", "resets", "hls-ytdlp")
+# Scenarios with a testbed of their own (their RTT, rate and loss are theirs).
+OWN_BED = ("overlap", "long-fat", "lossy")
+ORIGIN_PROGRAM = os.path.join(BENCH_DIR, "wan_origin.py")
+# The client scenarios' object on the bench's own origins, and the origin
+# each scenario uses. Each origin has a fixed port in the origin's namespace,
+# so that a --split pattern that names a port can be written down.
+OBJECT = "object.bin"
+SCENARIO_ORIGIN = {"throttled": "paced", "lossy": "plain", "resets": "reset"}
+ORIGIN_PORTS = {"paced": 8001, "plain": 8002, "reset": 8003}
 # The hls scenario's media playlist and its segments, under the origin's root.
 HLS_PLAYLIST = "hls/index.m3u8"
 # What an HLS origin says its files are (RFC 8216, 4): players and
@@ -81,7 +100,8 @@ def parse_args():
     p.add_argument("--build-dir", default=os.path.join(kpbench.REPO_ROOT, "build"),
                    help="CMake build directory with keepalive-proxy and bench/kp-delayline")
     p.add_argument("--scenario", action="append", choices=SCENARIOS,
-                   help="run only this scenario (repeatable; default: all)")
+                   help="run only this scenario (repeatable; default: all but the client "
+                   "scenarios " + ", ".join(CLIENT_SCENARIOS) + ", which run when named)")
     p.add_argument("--rtt-ms", default="50,100", help="round-trip times, comma-separated")
     p.add_argument("--rate-mbit", type=float, default=500, help="bottleneck rate")
     p.add_argument("--queue-bytes", type=int,
@@ -121,6 +141,41 @@ def parse_args():
                    "512 MiB, quick 128 MiB)")
     p.add_argument("--longfat-rcvbuf", type=int, default=64 << 20,
                    help="long-fat: the --upstream-rcvbuf the proxy gets in its own row")
+    p.add_argument("--loss", type=float, default=0.0, metavar="PCT",
+                   help="random packet loss in each direction, percent, on every testbed "
+                   "but lossy's (which has --lossy-loss)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the emulator's loss generator and of the generated objects")
+    p.add_argument("--object-size", type=size_arg, help="throttled, lossy, resets: the object "
+                   "downloaded, bytes or with K, M, G (default 32M, quick 8M)")
+    p.add_argument("--pace-rate", type=float, default=1e6,
+                   help="throttled: bytes a second of the origin's paced answers")
+    p.add_argument("--pace-free-max", type=size_arg, default=10 << 20,
+                   help="throttled: the longest bounded range the origin sends at line rate")
+    p.add_argument("--reset-bytes", type=size_arg, default=3 << 20,
+                   help="resets: body bytes each answer gets before the origin's RST; "
+                   "0 to use --reset-share instead")
+    p.add_argument("--reset-share", type=float, default=0.5,
+                   help="resets, with --reset-bytes 0: share of each answer sent before the RST")
+    p.add_argument("--throttled-clients", default="curl,wget,ffmpeg,yt-dlp,chromium",
+                   help="throttled: clients, comma-separated, from "
+                   + ",".join(wan_clients.CLIENTS))
+    p.add_argument("--lossy-clients", default="curl", help="lossy: clients, comma-separated")
+    p.add_argument("--resets-clients", default="curl", help="resets: clients, comma-separated")
+    p.add_argument("--lossy-rtt-ms", type=float, default=100,
+                   help="lossy: round-trip time of its own testbed")
+    p.add_argument("--lossy-loss", type=float, default=0.1, metavar="PCT",
+                   help="lossy: random loss in each direction on its testbed, percent")
+    p.add_argument("--lossy-repeats", type=int,
+                   help="lossy: downloads per client and row (default 5, quick 2)")
+    p.add_argument("--resets-downloads", type=int, default=3,
+                   help="resets: downloads per client and row")
+    p.add_argument("--ytdlp-spec", default=wan_clients.YTDLP_SPEC,
+                   help="what pip installs for the yt-dlp client")
+    p.add_argument("--venv-dir", default=os.path.join(BENCH_DIR, "results"),
+                   help="where the yt-dlp virtual environment is made and kept")
+    p.add_argument("--client-timeout", type=float, default=600,
+                   help="seconds one client download may take")
     p.add_argument("--proxies", help="built-in proxies to run, comma-separated, from "
                    + ",".join(kpbench.PROXY_RECIPES) + " (default: all installed; quick: "
                    "keepalive-proxy)")
@@ -132,8 +187,9 @@ def parse_args():
     p.add_argument("--kp-args", default="", help="extra arguments for keepalive-proxy")
     p.add_argument("--kp-row", action="append", default=[], metavar="ARGS",
                    help="another keepalive-proxy row, started with these extra arguments and "
-                   "labelled by them, next to the plain one, e.g. --kp-row=--read-ahead "
-                   "(repeatable)")
+                   "labelled by them, next to the plain one, e.g. --kp-row=--read-ahead or "
+                   "--kp-row='--split 10.77.0.2 --split-connections 4' (split as a shell "
+                   "would; repeatable)")
     p.add_argument("--lo-initcwnd", type=int, default=100,
                    help="segments for the raised-loopback-window rows of back-to-back; 0: none")
     p.add_argument("--cc", help="TCP congestion control in both namespaces "
@@ -169,15 +225,27 @@ def parse_args():
         p.error(f"--rtt-ms wants numbers: {args.rtt_ms!r}")
     if not args.rtts or min(args.rtts) <= 0 or args.rate_mbit <= 0:
         p.error("--rtt-ms and --rate-mbit must be positive")
+    if not (0 <= args.loss <= 100 and 0 <= args.lossy_loss <= 100):
+        p.error("--loss and --lossy-loss are percentages, 0 to 100")
+    if not 0 <= args.reset_share < 1:
+        p.error("--reset-share must be at least 0 and below 1")
+    for name in ("throttled_clients", "lossy_clients", "resets_clients"):
+        wanted = [c.strip() for c in getattr(args, name).split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in wan_clients.CLIENTS]
+        if unknown:
+            p.error(f"unknown clients {unknown}; known: {', '.join(wan_clients.CLIENTS)}")
+        setattr(args, name, wanted)
     if len(args.proxy_cmd) > len(args.proxy):
         p.error("each --proxy-cmd needs a --proxy HOST:PORT to go with it")
     defaults = {"chunks": (64, 16), "paced_chunks": (12, 4), "early_chunks": (20, 5),
                 "parallel_chunks": (16, 4), "overlap_requests": (24, 12),
-                "overlap_rounds": (3, 1), "longfat_size": (512 << 20, 128 << 20)}
+                "overlap_rounds": (3, 1), "longfat_size": (512 << 20, 128 << 20),
+                "object_size": (32 << 20, 8 << 20), "lossy_repeats": (5, 2)}
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
-    args.scenarios = [s for s in SCENARIOS if s in (args.scenario or SCENARIOS)]
+    default = [s for s in SCENARIOS if s not in CLIENT_SCENARIOS]
+    args.scenarios = [s for s in SCENARIOS if s in (args.scenario or default)]
     if args.verify_only:
         args.scenarios = []
     if args.proxies is not None:
@@ -196,6 +264,14 @@ def parse_args():
     else:
         args.builtin = kpbench.installed_proxies()
     return args
+
+
+def size_arg(text):
+    """A size in bytes: a number, or one with K, M or G (powers of 1024)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMG]?)(?:i?B)?", text.strip(), re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * 1024 ** " KMG".index(m.group(2).upper() or " "))
 
 
 def run(argv, check=True, **kw):
@@ -239,11 +315,14 @@ def median(values):
 class Delayline:
     """kp-delayline as a child process; its stdout carries the counters."""
 
-    def __init__(self, binary, workdir, tun_a, tun_b, rtt_ms, rate_mbit, queue_bytes, fifo):
+    def __init__(self, binary, workdir, tun_a, tun_b, rtt_ms, rate_mbit, queue_bytes, fifo,
+                 loss_pct=0.0, seed=1):
         argv = [binary, "--tun-a", tun_a, "--tun-b", tun_b, "--rtt-ms", f"{rtt_ms:g}",
                 "--rate-mbit", f"{rate_mbit:g}", "--mtu", str(MTU), "--txqueuelen", "10000"]
         if queue_bytes:
             argv += ["--queue-bytes", str(queue_bytes)]
+        if loss_pct:
+            argv += ["--loss", f"{loss_pct / 100:g}", "--seed", str(seed)]
         if fifo:
             argv += ["--fifo", str(fifo)]
         self.argv = argv
@@ -306,7 +385,7 @@ def delayline_delta(before, after):
     out = {}
     for d in ("a_to_b", "b_to_a"):
         out[d] = {k: after[d][k] - before[d][k]
-                  for k in ("packets", "bytes", "drops", "ring_full", "write_errors",
+                  for k in ("packets", "bytes", "drops", "lost", "ring_full", "write_errors",
                             "late_over_1ms")}
     return out
 
@@ -315,12 +394,15 @@ def delayline_delta(before, after):
 # The testbed: namespaces, emulator, origin.
 
 class Testbed:
-    def __init__(self, args, rtt_ms, workdir, index, rate_mbit=None, scenarios=None):
+    def __init__(self, args, rtt_ms, workdir, index, rate_mbit=None, scenarios=None,
+                 loss_pct=None):
         # Names unique to this run and testbed (at most 15 characters).
         tag = f"kpw{os.getpid()}{index}"
         self.args = args
         self.rtt_ms = rtt_ms
         self.rate_mbit = rate_mbit or args.rate_mbit
+        # Loss in each direction, percent; bench/clients.py's args have none.
+        self.loss_pct = loss_pct if loss_pct is not None else getattr(args, "loss", 0.0)
         self.scenarios = scenarios if scenarios is not None else args.scenarios
         self.workdir = workdir
         self.ns_cli, self.ns_org = tag + "c", tag + "o"
@@ -331,6 +413,7 @@ class Testbed:
         self.origin_early = None
         self.lo_raised = False
         self.origin_tls = None   # nginx on HTTPS, port 443 (the https scenario)
+        self.own_origins = {}    # bench/wan_origin.py by mode (the client scenarios)
         self.pki = None
         self.mem_max = TCP_MEM_MAX
         self.info = {}
@@ -351,7 +434,8 @@ class Testbed:
             self.namespaces.append(ns)
         self.delayline = Delayline(delayline_bin, self.workdir, self.tun_cli, self.tun_org,
                                    self.rtt_ms, self.rate_mbit, self.args.queue_bytes,
-                                   self.args.delayline_fifo)
+                                   self.args.delayline_fifo, self.loss_pct,
+                                   getattr(self.args, "seed", 1))
         # What a new namespace starts with, before this run raises anything.
         self.kernel_defaults = {k: self.sysctl(self.ns_cli, k)
                                 for k in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")}
@@ -384,7 +468,8 @@ class Testbed:
             run(["ip", "-n", ns, "link", "set", tun, "up"])
         link = run(["ip", "-n", self.ns_cli, "-d", "link", "show", self.tun_cli]).stdout
         self.info = {
-            "rtt_ms": self.rtt_ms, "rate_mbit": self.rate_mbit,
+            "rtt_ms": self.rtt_ms, "rate_mbit": self.rate_mbit, "loss_pct": self.loss_pct,
+            "loss_seed": getattr(self.args, "seed", 1) if self.loss_pct else None,
             "delayline": " ".join(self.delayline.argv),
             "tun_link": " ".join(link.split()),
             "sysctl": {ns_name: {k: self.sysctl(ns, k) for k in (
@@ -406,6 +491,9 @@ class Testbed:
             self.pki = kpbench.TestPKI(self.workdir, [ORG_ADDR],
                                        kpbench.find_binary(self.args.build_dir, "keepalive-proxy"))
             self.origin_tls = self._nginx(data_dir, "75s", port=443, tls=self.pki)
+        for scenario, mode in SCENARIO_ORIGIN.items():
+            if scenario in self.scenarios and mode not in self.own_origins:
+                self.own_origins[mode] = OwnOrigin(self.args, self.workdir, self.ns_org, mode)
 
     def _nginx(self, data_dir, keepalive_timeout, port=None, tls=None):
         origin = kpbench.Nginx(self.workdir, listen=ORG_ADDR, netns=self.ns_org,
@@ -449,15 +537,72 @@ class Testbed:
                 proc.kill()
             proc.wait()
             DOWNLOADERS.discard(proc)
-        for origin in (self.origin, self.origin_early, self.origin_tls):
+        for origin in (self.origin, self.origin_early, self.origin_tls,
+                       *self.own_origins.values()):
             if origin:
                 origin.stop()
+        self.own_origins = {}
         if self.delayline:
             final = self.delayline.stop()
         for ns in reversed(self.namespaces):
             run(["ip", "netns", "del", ns], check=False)
         self.namespaces = []
         return final
+
+
+class OwnOrigin:
+    """bench/wan_origin.py in the origin's namespace, serving OBJECT of
+    --object-size generated bytes in one of its modes, with its request log."""
+
+    def __init__(self, args, workdir, netns, mode):
+        self.mode = mode
+        self.port = ORIGIN_PORTS[mode]
+        self.log = workdir.join(f"origin-{mode}-{netns}.jsonl")
+        argv = [sys.executable, ORIGIN_PROGRAM, "--listen", f"{ORG_ADDR}:{self.port}",
+                "--mode", mode, "--seed", str(args.seed), "--log", self.log,
+                "--object", f"{OBJECT}={args.object_size}"]
+        if mode == "paced":
+            argv += ["--pace-rate", f"{args.pace_rate:g}",
+                     "--pace-free-max", str(args.pace_free_max)]
+        elif mode == "reset":
+            argv += (["--reset-bytes", str(args.reset_bytes)] if args.reset_bytes
+                     else ["--reset-share", f"{args.reset_share:g}"])
+        self.argv = argv
+        self.proc = kpbench.Process(f"origin-{mode}", argv, netns=netns,
+                                    log_path=workdir.join(f"origin-{mode}-{netns}.out"))
+        # Generating the object takes a moment.
+        if not kpbench.wait_listening(ORG_ADDR, self.port, timeout=120, netns=netns,
+                                      proc=self.proc):
+            tail = self.proc.log_tail()
+            self.proc.stop()
+            raise RuntimeError(f"wan_origin.py ({mode}) did not start:\n{tail}")
+
+    def url(self, path):
+        return f"http://{ORG_ADDR}:{self.port}/{path.lstrip('/')}"
+
+    def log_mark(self):
+        return os.path.getsize(self.log) if os.path.exists(self.log) else 0
+
+    def requests_since(self, mark, tag):
+        """The logged requests since mark whose target carries ?run=tag."""
+        time.sleep(0.2)   # a request cut by the client is logged as it ends
+        out = []
+        with open(self.log, errors="replace") as f:
+            f.seek(mark)
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                query = urllib.parse.urlsplit(r.get("target") or "").query
+                if urllib.parse.parse_qs(query).get("run") == [tag]:
+                    out.append(r)
+        return out
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+            self.proc = None
 
 
 def collect(proc, timeout=900):
@@ -495,7 +640,7 @@ class Row:
             extra = (shlex.split(args.kp_args) + self.extra
                      if self.name == "keepalive-proxy" else ())
             return kpbench.start_proxy(self.name, workdir, args.build_dir, host="127.0.0.1",
-                                       netns=bed.ns_cli, extra_args=extra)
+                                       netns=bed.ns_cli, extra_args=extra, raise_errors=True)
         return kpbench.external_proxy(self.name, self.command, netns=bed.ns_cli, workdir=workdir)
 
 
@@ -633,6 +778,10 @@ class Bench:
         self.summary = []
         self.env = {}
         self.load = None   # a kpbench.MachineLoad since quiet()
+        self.clients = {}  # wan_clients.Client by name, made in main()
+        self.object_sha = None   # SHA-256 of OBJECT, as the origins generate it
+        self.hls_sha = None      # of the hls segments, concatenated
+        self.downloads = 0
 
     def ideal_chunk(self, rtt_s):
         return self.chunk_bits / self.rate_bps + rtt_s
@@ -773,9 +922,13 @@ class Bench:
                 print(f"  loopback routes in the client namespace now: "
                       f"{' | '.join(routes.splitlines())}", flush=True)
             variant = f" +lo iw{args.lo_initcwnd}" if raised else ""
-            result, requests, conns, dl = self.sequential(
-                bed, scenario, row, variant, ["--chunks", n, *extra], origin=origin, mode=mode,
-                path=path)
+            try:
+                result, requests, conns, dl = self.sequential(
+                    bed, scenario, row, variant, ["--chunks", n, *extra], origin=origin,
+                    mode=mode, path=path)
+            except kpbench.ProxyStartError as e:
+                skipped(row.label + variant, e)
+                continue
             times = chunk_times(result)
             _first, total = chunk_span(result)
             warm = warm_span(result)
@@ -991,8 +1144,12 @@ class Bench:
         rows = list(self.rows)
         rows.insert(1, Row("direct, 1 conn each", "reuse"))
         for row in rows:
-            result, requests, conns, dl = self.sequential(
-                bed, "parallel", row, "", ["--chunks", n, "--workers", workers])
+            try:
+                result, requests, conns, dl = self.sequential(
+                    bed, "parallel", row, "", ["--chunks", n, "--workers", workers])
+            except kpbench.ProxyStartError as e:
+                skipped(row.label, e)
+                continue
             times = chunk_times(result)
             _first, total = chunk_span(result)
             values = {
@@ -1178,6 +1335,217 @@ class Bench:
             table)
         self.summary.append(("long-fat", bed.rtt_ms, table))
 
+    # -----------------------------------------------------------------------
+    # Client scenarios: real downloaders, every byte they write checked.
+
+    def throttled(self, bed):
+        """An origin that throttles whole-object answers to --pace-rate (no
+        Range, or an open one, or a range over --pace-free-max) and serves
+        bounded ranges at line rate, as some video sites do. Each client
+        downloads the object once per row."""
+        args = self.args
+        self.client_scenario(
+            bed, "throttled", args.throttled_clients, bed.own_origins["paced"], OBJECT,
+            self.object_sha, 1,
+            f"throttled: one download of {args.object_size} B per client and row; the origin "
+            f"paces answers without a Range, with an open one or over {args.pace_free_max} B "
+            f"to {args.pace_rate / 1e6:g} MB/s, bounded ranges at line rate")
+
+    def lossy(self, bed):
+        """The object from a plain origin over a path that loses packets at
+        random: loss makes one run differ from the next, so each row has
+        --lossy-repeats runs and shows their median and spread."""
+        args = self.args
+        self.client_scenario(
+            bed, "lossy", args.lossy_clients, bed.own_origins["plain"], OBJECT, self.object_sha,
+            args.lossy_repeats,
+            f"lossy: {args.lossy_repeats} downloads of {args.object_size} B per client and row "
+            f"from a plain origin, random loss {bed.loss_pct:g}% each way")
+
+    def resets(self, bed):
+        """An origin that cuts every answer longer than the cut with a RST:
+        what counts is how many downloads complete byte-exact."""
+        args = self.args
+        cut = (f"{args.reset_bytes} B" if args.reset_bytes
+               else f"{args.reset_share:.0%} of its body")
+        if args.reset_bytes and args.reset_bytes >= args.object_size:
+            print(f"  resets: the object ({args.object_size} B) is no longer than --reset-bytes "
+                  f"({args.reset_bytes} B), so no answer is cut", flush=True)
+        self.client_scenario(
+            bed, "resets", args.resets_clients, bed.own_origins["reset"], OBJECT,
+            self.object_sha, args.resets_downloads,
+            f"resets: {args.resets_downloads} downloads of {args.object_size} B per client and "
+            f"row; the origin resets every answer after {cut}")
+
+    def hls_ytdlp(self, bed):
+        """yt-dlp on the hls scenario's playlist: the playlist, then each
+        segment a plain GET, on a new connection each (yt-dlp from PyPI
+        without extras speaks HTTP through urllib, which keeps none)."""
+        args = self.args
+
+        def playlist(tag):
+            return write_tagged_playlist(bed.origin.root, tag, args.chunks)
+
+        self.client_scenario(
+            bed, "hls-ytdlp", ["yt-dlp"], bed.origin, None, self.hls_sha, 1,
+            f"hls-ytdlp: yt-dlp on a playlist of {args.chunks} segments of {args.chunk_size} B "
+            f"(nginx origin; output = the segments concatenated)", prepare=playlist)
+
+    def client_scenario(self, bed, scenario, names, origin, path, expected, repeats, title,
+                        prepare=None):
+        """Every client through every row, repeats downloads each; one
+        table row per client and row."""
+        clients = [self.clients[n] for n in names if n in self.clients]
+        if not clients:
+            print(f"  {scenario}: none of the clients {', '.join(names)} is available; skipped",
+                  flush=True)
+            return
+        table = []
+        for client in clients:
+            direct = None
+            for row in self.rows:
+                values = self.client_row(bed, scenario, client, row, origin, path, expected,
+                                         repeats, prepare)
+                if row.kind == "direct":
+                    direct = values["median_s"]
+                if direct and values["median_s"]:
+                    values["speedup"] = direct / values["median_s"]
+                self.results.write(dict(values, testbed=bed.info,
+                                        verification=bed.verification))
+                table.append(values)
+                ok = values["median_s"]
+                print(f"  {client.name}, {row.label}: {values['ok']} exact"
+                      + (f", median {ok:.2f} s" if ok else "")
+                      + (f" ({values['note']})" if values.get("note") else ""), flush=True)
+        spread = repeats > 1
+        kpbench.print_table(
+            f"{title}; RTT {bed.rtt_ms:g} ms, {bed.rate_mbit:g} Mbit/s; seconds = the client's "
+            f"wall time, start-up included; speedup = direct's median / the row's; origin "
+            f"columns summed over the runs; unbounded = requests the origin did not see as a "
+            f"bounded range of at most {self.args.pace_free_max} B",
+            [("client", "client", None), ("row", "proxy", None), ("exact", "ok", None),
+             ("median s", "median_s", "{:.2f}"),
+             *([("min s", "min_s", "{:.2f}"), ("max s", "max_s", "{:.2f}")] if spread else []),
+             ("MB/s", "mbyte_s", "{:.1f}"), ("speedup", "speedup", "{:.1f}x"),
+             ("start-up s", "startup_s", "{:.2f}"),
+             ("origin reqs", "origin_requests", None), ("conns", "origin_connections", None),
+             ("unbounded", "unbounded_requests", None), ("paced", "paced_answers", None),
+             ("cut", "cut_answers", None), ("lost pkts", "lost_packets", None),
+             ("late>1ms", "emulator_late_share", "{:.2%}"), ("note", "note", None)], table)
+        self.summary.append((scenario, bed.rtt_ms, table))
+
+    def client_row(self, bed, scenario, client, row, origin, path, expected, repeats, prepare):
+        args = self.args
+        runs, failure = [], None
+        for i in range(repeats):
+            discarded = []
+            for attempt in range(args.retries + 1):
+                self.quiet()
+                try:
+                    proxy = row.start(bed, args, self.workdir)
+                except kpbench.ProxyStartError as e:
+                    failure = "proxy did not start: " + " | ".join(
+                        x for x in str(e).splitlines()[1:] if x.strip())[:300]
+                    break
+                self.downloads += 1
+                out = self.workdir.join(f"download-{self.downloads}")
+                log = self.workdir.join(f"client-{self.downloads}.log")
+                tag = tag_for(scenario, row, bed.rtt_ms,
+                              f"-{client.name}-{i}" + (f"-{attempt}" if attempt else ""))
+                url = origin.url(prepare(tag) if prepare else path) + f"?run={tag}"
+                counters = None
+                try:
+                    mark = origin.log_mark()
+                    before = bed.delayline.snapshot()
+                    r = wan_clients.run_client(
+                        bed.ns_cli, client, url, f"http://{proxy.address}" if proxy else None,
+                        out, log, args.client_timeout)
+                    self.busy_during()
+                    after = bed.delayline.snapshot()
+                    if proxy and row.name == "keepalive-proxy":
+                        counters = kpbench.keepalive_counters(proxy)
+                finally:
+                    if proxy:
+                        proxy.stop()
+                    if os.path.exists(out) and not args.keep_workdir:
+                        os.unlink(out)
+                dl = delayline_delta(before, after)
+                self.env["discarded_late_shares"] = discarded
+                if self.kept_time(f"{row.label}, {client.name}", dl, attempt):
+                    break
+            if failure:
+                break
+            r.update(origin_stats(origin, mark, tag, args.pace_free_max))
+            r.update(url=url, exact=r["status"] == 0 and r["sha256"] == expected,
+                     lost_packets=(dl["a_to_b"]["lost"] + dl["b_to_a"]["lost"]) if dl else None,
+                     emulator_late_share=late_share(dl), delayline_delta=dl,
+                     kp_counters=counters, env=dict(self.env))
+            if not r["exact"]:
+                r["why"] = (f"{r['bytes']} B written, not the object" if r["status"] == 0
+                            else f"exit {r['status']}: "
+                            + " ".join((r.get("output_tail") or "").split())[-160:])
+            runs.append(r)
+        ok = [r["seconds"] for r in runs if r["exact"]]
+        values = {
+            "scenario": scenario, "client": client.name, "client_version": client.version,
+            "client_program": client.program, "startup_s": client.startup_s,
+            "proxy": row.label, "rtt_ms": bed.rtt_ms, "rate_mbit": bed.rate_mbit,
+            "loss_pct": bed.loss_pct, "object_bytes": self.args.object_size,
+            "runs": len(runs), "exact_runs": len(ok), "ok": f"{len(ok)}/{len(runs)}",
+            "median_s": median(ok), "min_s": min(ok, default=None), "max_s": max(ok, default=None),
+            "seconds_all": [r["seconds"] if r["exact"] else None for r in runs],
+            "run_list": runs,
+        }
+        if ok and scenario != "hls-ytdlp":
+            values["mbyte_s"] = self.args.object_size / median(ok) / 1e6
+        elif ok:
+            values["mbyte_s"] = self.args.chunks * self.args.chunk_size / median(ok) / 1e6
+        for key in ("origin_requests", "origin_connections", "unbounded_requests",
+                    "paced_answers", "cut_answers", "lost_packets"):
+            found = [r[key] for r in runs if r.get(key) is not None]
+            values[key] = sum(found) if found else None
+        shares = [r["emulator_late_share"] for r in runs if r["emulator_late_share"] is not None]
+        values["emulator_late_share"] = max(shares) if shares else None
+        values["note"] = failure or next((r["why"] for r in runs if not r["exact"]), None)
+        return values
+
+
+def skipped(label, error):
+    """A row whose proxy did not start (a flag it does not know yet, say):
+    said, and left out of the table, while the run goes on."""
+    lines = [x for x in str(error).splitlines()[1:] if x.strip()]
+    print(f"  {label}: skipped, the proxy did not start: {' | '.join(lines)[:300]}",
+          flush=True)
+
+
+def origin_stats(origin, mark, tag, free_max):
+    """What the origin saw of one download: requests, connections, and
+    from the bench's own origin what kind of requests they were."""
+    if not isinstance(origin, OwnOrigin):
+        conns, requests = origin_connections(origin_log(origin, mark), tag)
+        return {"origin_requests": requests, "origin_connections": conns}
+    reqs = origin.requests_since(mark, tag)
+    gets = [r for r in reqs if r.get("method") == "GET"]
+    bounded = [r["length"] for r in gets if r.get("range_kind") in ("bounded", "suffix")]
+    return {
+        "origin_requests": len(reqs),
+        "origin_connections": len({r["conn"] for r in reqs}),
+        "unbounded_requests": sum(
+            not wan_origin.is_bounded(r.get("range_kind"), r.get("first"), r.get("last"),
+                                      free_max) for r in gets),
+        "paced_answers": sum(bool(r.get("paced")) for r in reqs),
+        "cut_answers": sum(r.get("outcome") == "reset" for r in reqs),
+        "if_range_requests": sum(bool(r.get("if_range")) for r in reqs),
+        "max_range_bytes": max(bounded, default=None),
+        "origin_body_bytes": sum(r.get("sent") or 0 for r in reqs),
+        # What was asked, in order: connection, Range (- for none), If-Range, outcome.
+        "origin_request_list": [
+            f"c{r['conn']} {r.get('method')} {r.get('range') or '-'}"
+            + (" if-range" if r.get("if_range") else "") + f" {r.get('status')}"
+            + (f" {r.get('outcome')}" if r.get("outcome") not in (None, "ok") else "")
+            for r in reqs][:200],
+    }
+
 
 def steady_mbit(stream):
     """Payload rate of a stream download over its second half, Mbit/s."""
@@ -1193,7 +1561,17 @@ def steady_mbit(stream):
 
 
 def print_targets(summary):
-    """keepalive-proxy against the numbers the project holds it to."""
+    """keepalive-proxy against the numbers the project holds it to. A
+    check with a fourth element applies only to the rows it accepts."""
+    def split(r):
+        return "--split" in r["proxy"]
+
+    def exact(r):
+        return r["runs"] > 0 and r["exact_runs"] == r["runs"]
+
+    def speedup(r):
+        return f"{r['speedup']:.1f}x" if r.get("speedup") else "-"
+
     checks = {
         "back-to-back": [
             ("total >= 92% of L", lambda r: r["share_of_limit"] >= 0.92,
@@ -1219,14 +1597,32 @@ def print_targets(summary):
              lambda r: "intercepting" not in r["proxy"] or r["origin_connections"] == 1,
              lambda r: str(r["origin_connections"])),
         ],
+        "throttled": [
+            ("byte-exact", exact, lambda r: r["ok"]),
+            (">= 15x direct", lambda r: (r.get("speedup") or 0) >= 15, speedup, split),
+            ("only bounded ranges at the origin", lambda r: r["unbounded_requests"] == 0,
+             lambda r: ("-" if r["unbounded_requests"] is None
+                        else f"{r['unbounded_requests']} unbounded"), split),
+        ],
+        "lossy": [
+            ("byte-exact", exact, lambda r: r["ok"]),
+            ("median >= 3x direct", lambda r: (r.get("speedup") or 0) >= 3, speedup, split),
+        ],
+        "resets": [
+            ("every download complete and byte-exact", exact, lambda r: r["ok"], split),
+        ],
+        "hls-ytdlp": [("byte-exact", exact, lambda r: r["ok"])],
     }
     rows = []
     for scenario, rtt, table in summary:
         for r in table:
             if not r["proxy"].startswith("keepalive-proxy"):
                 continue
-            for name, test, show in checks.get(scenario, ()):
-                rows.append({"scenario": scenario, "rtt": f"{rtt:g} ms", "row": r["proxy"],
+            for name, test, show, *applies in checks.get(scenario, ()):
+                if applies and not applies[0](r):
+                    continue
+                row = r["proxy"] + (f", {r['client']}" if "client" in r else "")
+                rows.append({"scenario": scenario, "rtt": f"{rtt:g} ms", "row": row,
                              "target": name, "measured": show(r),
                              "met": "yes" if test(r) else "NO"})
     if rows:
@@ -1249,7 +1645,9 @@ def verify(bed, args, long_size):
     before = bed.delayline.snapshot()
     cpu_before, t_before = kpbench.cpu_seconds(bed.delayline.proc.pid), time.monotonic()
     long_path = LONGFAT_FILE if "long-fat" in bed.scenarios else LONG_FILE
-    stream = collect(bed.download("stream", "--path", f"/{long_path}"))
+    # Sized for about 5 s at the rate; on a lossy path that can take minutes,
+    # so the check stops reading after 15 s.
+    stream = collect(bed.download("stream", "--path", f"/{long_path}", "--max-seconds", 15))
     emulator_cores = ((kpbench.cpu_seconds(bed.delayline.proc.pid) - cpu_before)
                       / (time.monotonic() - t_before))
     after = bed.delayline.snapshot()
@@ -1263,8 +1661,10 @@ def verify(bed, args, long_size):
     wire = steady * MTU / (MTU - HEADER_BYTES) if steady else None
     dl = delayline_delta(before, after)
     v = {
+        "loss_pct": bed.loss_pct,
         "connect_ms_median": statistics.median(connect_ms), "connect_ms": connect_ms,
         "ping_avg_ms": ping_avg, "stream_bytes": stream["bytes"],
+        "stream_truncated": bool(stream.get("truncated")),
         "stream_total_mbit": total_rate, "stream_steady_payload_mbit": steady,
         "stream_steady_wire_mbit": wire, "stream_delayline": dl,
         "late_us_avg": after["b_to_a"]["late_us_avg"] if after else None,
@@ -1276,6 +1676,10 @@ def verify(bed, args, long_size):
           f"queue {queue} bytes ({queue * 8 / (bed.rate_mbit * 1e6) * 1e3:.1f} ms at the "
           f"rate), MTU {MTU} ===")
     print(f"  emulator: {bed.info['delayline']}")
+    print(f"  random loss: {bed.loss_pct:g}% of the packets in each direction"
+          + (f", seed {bed.info['loss_seed']}" if bed.loss_pct else "")
+          + (f"; during the check {dl['a_to_b']['lost']} lost client to origin, "
+             f"{dl['b_to_a']['lost']} origin to client" if dl and bed.loss_pct else ""))
     print(f"  load average now: {' '.join(f'{x:.2f}' for x in loadavg())} "
           f"(anything else running on the machine skews the numbers)")
     print(f"  TCP: congestion control {s['org']['net.ipv4.tcp_congestion_control']} (origin) / "
@@ -1287,7 +1691,8 @@ def verify(bed, args, long_size):
           f"{len(connect_ms)} connects (min {connect_ms[0]:.2f}, max {connect_ms[-1]:.2f}); "
           f"ping avg {ping_avg if ping_avg is not None else '-'} ms; configured {bed.rtt_ms:g} ms")
     drops = dl["b_to_a"]["drops"] if dl else "-"
-    print(f"  one connection, {stream['bytes'] / 1e6:.0f} MB: {total_rate:.1f} Mbit/s overall, "
+    cut = " (stopped after 15 s)" if stream.get("truncated") else ""
+    print(f"  one connection, {stream['bytes'] / 1e6:.0f} MB{cut}: {total_rate:.1f} Mbit/s overall, "
           f"{steady:.1f} Mbit/s payload over the second half = {wire:.1f} Mbit/s on the wire "
           f"(x {MTU}/{MTU - HEADER_BYTES}); configured {bed.rate_mbit:g} Mbit/s "
           f"({wire / bed.rate_mbit:.1%}); queue drops {drops}, "
@@ -1369,16 +1774,19 @@ def allow_congestion_control(name):
 
 
 def testbed_plan(args):
-    """(RTT, rate, scenarios) per testbed: the classic scenarios at every
-    --rtt-ms, overlap and long-fat on testbeds of their own."""
+    """(RTT, rate, scenarios, loss) per testbed: the classic scenarios at
+    every --rtt-ms with --loss, overlap, long-fat and lossy on testbeds of
+    their own."""
     plan = []
     classic = [s for s in args.scenarios if s not in OWN_BED]
     if classic or not args.scenarios:
-        plan += [(rtt, args.rate_mbit, classic) for rtt in args.rtts]
+        plan += [(rtt, args.rate_mbit, classic, args.loss) for rtt in args.rtts]
     if "overlap" in args.scenarios:
-        plan.append((args.overlap_rtt_ms, args.rate_mbit, ["overlap"]))
+        plan.append((args.overlap_rtt_ms, args.rate_mbit, ["overlap"], args.loss))
     if "long-fat" in args.scenarios:
-        plan.append((args.longfat_rtt_ms, args.longfat_rate_mbit, ["long-fat"]))
+        plan.append((args.longfat_rtt_ms, args.longfat_rate_mbit, ["long-fat"], args.loss))
+    if "lossy" in args.scenarios:
+        plan.append((args.lossy_rtt_ms, args.rate_mbit, ["lossy"], args.lossy_loss))
     return plan
 
 
@@ -1405,7 +1813,8 @@ def main():
     workdir = kpbench.Workdir(prefix="kpwan-", keep=args.keep_workdir)
     bench = Bench(args, results, workdir)
     beds = "; ".join(f"{', '.join(sc) or 'check only'} at {rtt:g} ms, {rate:g} Mbit/s"
-                     for rtt, rate, sc in testbed_plan(args))
+                     + (f", loss {loss:g}% each way" if loss else "")
+                     for rtt, rate, sc, loss in testbed_plan(args))
     print(f"WAN bench: {beds}; rows: {', '.join(r.label for r in bench.rows)}")
     print(f"command: {results.common['command']}")
     print(f"machine: {json.dumps(results.common['machine'])}", flush=True)
@@ -1425,15 +1834,29 @@ def main():
                                                    args.overlap_workers * args.overlap_chain)
         file_size = max(chunks_needed * args.chunk_size, overlap_chunks * args.overlap_size)
         kpbench.write_file(os.path.join(data_dir, FILE), file_size)
-        if "hls" in args.scenarios:
+        if "hls" in args.scenarios or "hls-ytdlp" in args.scenarios:
             write_hls(data_dir, os.path.join(data_dir, FILE), args.chunks, args.chunk_size)
+            with open(os.path.join(data_dir, FILE), "rb") as f:
+                bench.hls_sha = hashlib.sha256(f.read(args.chunks * args.chunk_size)).hexdigest()
+        wanted = set()
+        for scenario, names in (("throttled", args.throttled_clients),
+                                ("lossy", args.lossy_clients), ("resets", args.resets_clients),
+                                ("hls-ytdlp", ["yt-dlp"])):
+            if scenario in args.scenarios:
+                wanted.update(names)
+        if wanted:
+            order = [c for c in wan_clients.CLIENTS if c in wanted]
+            bench.clients = {c.name: c for c in wan_clients.make_clients(
+                order, args.ytdlp_spec, args.venv_dir)}
+        if any(s in args.scenarios for s in SCENARIO_ORIGIN):
+            bench.object_sha = wan_origin.object_sha256(args.object_size, args.seed)
         # About five seconds at the configured rate for the one-connection check.
         long_size = int(args.rate_mbit * 1e6 / 8 * 5)
         kpbench.write_file(os.path.join(data_dir, LONG_FILE), long_size)
         if "long-fat" in args.scenarios:
             kpbench.write_file(os.path.join(data_dir, LONGFAT_FILE), args.longfat_size)
-        for index, (rtt_ms, rate_mbit, scenarios) in enumerate(testbed_plan(args)):
-            bed = Testbed(args, rtt_ms, workdir, index, rate_mbit, scenarios)
+        for index, (rtt_ms, rate_mbit, scenarios, loss) in enumerate(testbed_plan(args)):
+            bed = Testbed(args, rtt_ms, workdir, index, rate_mbit, scenarios, loss)
             bed.setup(data_dir, delayline_bin)
             bed.verification = verify(bed, args, long_size)
             for scenario in scenarios:

@@ -19,7 +19,8 @@ Modes:
           worker starts its next range as soon as the previous response's
           head has arrived, in rounds likewise
   rtt     --count TCP connects to the origin; connect() takes one round trip
-  stream  one plain GET over one connection, progress sampled as it arrives
+  stream  one plain GET over one connection, progress sampled as it arrives,
+          stopped after --max-seconds if that comes first (a lossy path)
   hls     an HLS player's fetches: the media playlist --path on a connection of
           its own, then the segments it lists, in order, back-to-back, each a
           plain GET on a new connection (with --reuse, everything over one
@@ -74,6 +75,8 @@ def parse_args():
     p.add_argument("--start-at", type=float, default=0.0, help="CLOCK_MONOTONIC seconds")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--sample", type=float, default=0.05, help="stream: seconds between samples")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="stream: stop reading after this long (0: read it all)")
     p.add_argument("--tls", action="store_true", help="the origin speaks HTTPS")
     p.add_argument("--cafile", help="with --tls: the CA certificates to trust")
     return p.parse_args()
@@ -139,12 +142,14 @@ def parse_head(head):
 
 
 def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None, on_head=None,
-        body=None):
+        body=None, deadline=None):
     """One request on a fresh connection, or on keep["sock"] when keep is a
     dict (the connection stays open there for the next request). Returns
     timings, sizes and the Content-Type; a range response must be a 206 of
     exactly the bytes asked for. The body is counted and dropped, or
-    appended to body, a bytearray, for a caller that reads it."""
+    appended to body, a bytearray, for a caller that reads it. Past
+    deadline (CLOCK_MONOTONIC) the body is left unread and the answer
+    marked truncated."""
     host, port = split_hostport(origin)
     authority = f"{host}:{port}"
     target = f"http://{authority}{path}" if proxy and not TLS else path
@@ -185,7 +190,11 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
         elif status != 200:
             raise FetchError(f"status {status}, expected 200")
         buf = memoryview(bytearray(RECV_BUFFER))
+        truncated = False
         while got < length:
+            if deadline and time.monotonic() > deadline:
+                truncated = True
+                break
             n = sock.recv_into(buf, min(RECV_BUFFER, length - got))
             if n == 0:
                 raise FetchError(f"connection closed after {got} of {length} body bytes")
@@ -195,7 +204,7 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
             if on_progress:
                 on_progress(got)
         t_end = time.monotonic()
-        reusable = headers.get("connection", "").lower() != "close"
+        reusable = headers.get("connection", "").lower() != "close" and not truncated
     finally:
         if keep is not None and reusable:
             keep["sock"] = sock
@@ -204,7 +213,8 @@ def get(origin, proxy, path, first=None, last=None, on_progress=None, keep=None,
             if keep is not None:
                 keep["sock"] = None
     return {"start": t_start, "connected": t_connected, "head": t_head, "end": t_end,
-            "bytes": got, "status": status, "content_type": headers.get("content-type")}
+            "bytes": got, "status": status, "content_type": headers.get("content-type"),
+            "truncated": truncated}
 
 
 def run_worker(args, worker, results):
@@ -321,7 +331,8 @@ def mode_stream(args):
             samples.append((now, got))
             state["next"] = now + args.sample
 
-    result = get(args.origin, args.proxy, args.path, on_progress=progress)
+    deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
+    result = get(args.origin, args.proxy, args.path, on_progress=progress, deadline=deadline)
     samples.append((result["end"], result["bytes"]))
     result["samples"] = samples
     return result

@@ -1,7 +1,7 @@
 /*
  * kp-delayline's link model and packet ring, driven with made-up clocks:
- * serialization times, the drop-tail rule, delivery order, and the ring
- * keeping arrival order across many wraps.
+ * serialization times, the drop-tail rule, random loss, delivery order, and
+ * the ring keeping arrival order across many wraps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -152,6 +152,111 @@ test_default_queue_is_one_bdp_at_least_64k(void **state)
 	assert_int_equal(dl_default_queue(1000000, 10 * MS), 64 * 1024);
 }
 
+static void
+test_no_loss_by_default_and_at_zero(void **state)
+{
+	struct dl_link l;
+	uint64_t at = 0;
+
+	(void)state;
+	dl_link_init(&l, 0, 0, 64 * 1024);
+	for (unsigned i = 0; i < 100000; i++)
+		assert_true(dl_link_offer(&l, 0, 1500, &at));
+	dl_link_set_loss(&l, 0.0, 7);
+	for (unsigned i = 0; i < 100000; i++)
+		assert_true(dl_link_offer(&l, 0, 1500, &at));
+	assert_int_equal(l.stats.lost, 0);
+	/* Without loss the generator is never drawn from. */
+	assert_int_equal(l.prng, 7);
+}
+
+static void
+test_loss_rate_matches_probability(void **state)
+{
+	struct dl_link l;
+	uint64_t at = 0;
+	const unsigned n = 1000000;
+
+	(void)state;
+	/* 0.1% of a million: 1000 expected, a standard deviation of about 32. */
+	dl_link_init(&l, 0, 0, 64 * 1024);
+	dl_link_set_loss(&l, 0.001, 1);
+	for (unsigned i = 0; i < n; i++)
+		dl_link_offer(&l, 0, 1000, &at);
+	assert_in_range(l.stats.lost, 850, 1150);
+	assert_int_equal(l.stats.lost + l.stats.packets, n);
+	assert_int_equal(l.stats.lost_bytes, l.stats.lost * 1000);
+	assert_int_equal(l.stats.drops, 0);
+	/* 30%: the threshold is a share of the whole 64-bit range, not of a part. */
+	dl_link_init(&l, 0, 0, 64 * 1024);
+	dl_link_set_loss(&l, 0.3, 2);
+	for (unsigned i = 0; i < 100000; i++)
+		dl_link_offer(&l, 0, 1000, &at);
+	assert_in_range(l.stats.lost, 29000, 31000);
+}
+
+static void
+test_loss_is_repeatable_by_seed(void **state)
+{
+	uint64_t a = 42, b = 42, c = 43;
+	uint64_t threshold = UINT64_MAX / 10;
+	unsigned same_ab = 0, same_ac = 0, lost_a = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < 100000; i++) {
+		bool da = dl_loss_draw(&a, threshold);
+		bool db = dl_loss_draw(&b, threshold);
+		bool dc = dl_loss_draw(&c, threshold);
+
+		same_ab += da == db;
+		same_ac += da == dc;
+		lost_a += da;
+	}
+	/* The same seed, the same decisions; another seed, other ones. */
+	assert_int_equal(same_ab, 100000);
+	assert_true(same_ac < 100000 - 1000);
+	assert_in_range(lost_a, 9400, 10600);
+}
+
+static void
+test_all_lost_at_one(void **state)
+{
+	struct dl_link l;
+	uint64_t at = 0;
+
+	(void)state;
+	dl_link_init(&l, RATE_12M, 0, 64 * 1024);
+	dl_link_set_loss(&l, 1.0, 3);
+	for (unsigned i = 0; i < 10000; i++)
+		assert_false(dl_link_offer(&l, 0, 1500, &at));
+	assert_int_equal(l.stats.lost, 10000);
+	/* Probabilities beyond the range are clamped, not wrapped. */
+	dl_link_set_loss(&l, 2.0, 3);
+	assert_int_equal(l.loss_threshold, UINT64_MAX);
+	dl_link_set_loss(&l, -1.0, 3);
+	assert_int_equal(l.loss_threshold, 0);
+}
+
+static void
+test_lost_packets_take_no_room_in_the_queue(void **state)
+{
+	struct dl_link l;
+	uint64_t at = 0;
+	unsigned accepted = 0;
+
+	(void)state;
+	/* Room for four packets; half of the offered ones are lost on the way. */
+	dl_link_init(&l, RATE_12M, 0, 6000);
+	dl_link_set_loss(&l, 0.5, 11);
+	for (unsigned i = 0; i < 8 && accepted < 4; i++)
+		accepted += dl_link_offer(&l, 0, 1500, &at);
+	assert_int_equal(accepted, 4);
+	/* Each accepted packet holds the link 1 ms; the lost ones none. */
+	assert_int_equal(l.busy_until, 4 * MS);
+	assert_int_equal(l.stats.drops, 0);
+	assert_int_equal(l.stats.packets, 4);
+}
+
 /* Writes a packet whose bytes say which one it is. */
 static void
 put(struct dl_ring *r, uint32_t seq, uint32_t len, size_t max_len)
@@ -274,6 +379,11 @@ main(void)
 		cmocka_unit_test(test_unlimited_rate_only_delays),
 		cmocka_unit_test(test_delivery_times_never_go_backwards),
 		cmocka_unit_test(test_default_queue_is_one_bdp_at_least_64k),
+		cmocka_unit_test(test_no_loss_by_default_and_at_zero),
+		cmocka_unit_test(test_loss_rate_matches_probability),
+		cmocka_unit_test(test_loss_is_repeatable_by_seed),
+		cmocka_unit_test(test_all_lost_at_one),
+		cmocka_unit_test(test_lost_packets_take_no_room_in_the_queue),
 		cmocka_unit_test(test_ring_is_fifo),
 		cmocka_unit_test(test_ring_full_then_wraps),
 		cmocka_unit_test(test_ring_random_against_counter),
