@@ -26,6 +26,8 @@
 #define PIECES_MAX 8
 /* The first pieces of a download on several connections are no shorter than this. */
 #define COLD_PIECE_MIN (256u * 1024)
+/* Pieces shortened to fit memory are whole multiples of this. */
+#define SPLIT_ROUND (64u * 1024)
 /* A validator longer than this is no validator we keep. */
 #define VALIDATOR_MAX 256
 /* How soon a download that found no memory for its next piece tries again. */
@@ -220,12 +222,26 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 	return p;
 }
 
-/* The length of the next piece: the first ones shorter on several connections, to start sooner. */
+/*
+ * The length of the next piece. On several connections, no longer than lets
+ * one piece per connection fit the client's share of the memory (else the
+ * share, not the connections, would set how many are in flight), and the
+ * first ones shorter still, so that a cold download starts on all of them.
+ */
 static uint64_t
 next_length(const struct download *d)
 {
-	uint64_t size = cfg_of(d)->split_size;
+	const struct kp_config *cfg = cfg_of(d);
+	uint64_t size = cfg->split_size;
 
+	if (d->connections > 1) {
+		uint64_t share = cfg->read_ahead_memory / 2 / d->connections;
+		uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
+
+		fits -= fits % SPLIT_ROUND;
+		if (fits < size)
+			size = fits > COLD_PIECE_MIN ? fits : COLD_PIECE_MIN;
+	}
 	if (d->connections > 1 && d->pieces_asked < d->connections) {
 		uint64_t cold = size / d->connections;
 
