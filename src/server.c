@@ -20,6 +20,7 @@
 #if KP_TLS
 #include "kp/intercept.h"
 #endif
+#include "kp/list.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/readahead.h"
@@ -415,7 +416,9 @@ int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
 	memset(srv, 0, sizeof(*srv));
-	srv->stats_page.listen_fd = -1;   /* shut down safely even if init stops early */
+	/* Shut down safely even if init stops before the stats page's own. */
+	srv->stats_page.listen_fd = -1;
+	kp_list_init(&srv->stats_page.conns);
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->listen_fd = -1;

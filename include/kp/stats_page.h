@@ -11,12 +11,13 @@
 #include <ev.h>
 
 #include "kp/env.h"
+#include "kp/list.h"
 
 struct stats_page {
 	const struct proxy_env *env;
 	int listen_fd;                 /* -1: off */
 	ev_io accept_watcher;
-	struct page_conn *conns;       /* open connections, for shutdown */
+	struct kp_list conns;          /* open connections, newest first, for shutdown */
 };
 
 /* Listens when the config asks for it; -1 with a message logged on failure. */
