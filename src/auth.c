@@ -107,9 +107,9 @@ struct auth_job {
 	char *hash;
 	char *password;
 	bool granted;                    /* written by the worker, read once it is done */
-	struct auth_waiter *waiters;     /* loop only */
+	struct kp_list waiters;          /* loop only; the latest to ask first */
 	struct auth_job *queue_next;     /* job or done queue; under the lock */
-	struct auth_job *inflight_next;  /* loop only */
+	struct kp_list inflight;         /* in worker.inflight; loop only */
 };
 
 /*
@@ -127,12 +127,13 @@ static struct {
 	struct auth_job *done;               /* under lock */
 	bool stopping;                       /* under lock */
 	bool running;                        /* loop only: the thread exists */
-	struct auth_job *inflight;           /* loop only: every job not yet delivered */
+	struct kp_list inflight;             /* loop only: jobs not yet delivered, newest first */
 	unsigned njobs;                      /* loop only: how many */
 	unsigned auths;                      /* loop only: auths loaded and not freed */
 } worker = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.work = PTHREAD_COND_INITIALIZER,
+	.inflight = KP_LIST_INIT(worker.inflight),
 };
 
 static void worker_stop(void);
@@ -206,7 +207,7 @@ auth_free(struct auth *a)
 	if (!a)
 		return;
 	/* A check under way delivers to its waiters, but no longer into this memory. */
-	for (struct auth_job *j = worker.inflight; j; j = j->inflight_next)
+	KP_LIST_EACH(j, &worker.inflight, struct auth_job, inflight)
 		if (j->owner == a)
 			j->owner = NULL;
 	for (unsigned i = 0; i < a->count; i++) {
@@ -646,22 +647,16 @@ static void
 job_attach(struct auth_job *j, struct auth_waiter *w)
 {
 	w->job = j;
-	w->prev = NULL;
-	w->next = j->waiters;
-	if (j->waiters)
-		j->waiters->prev = w;
-	j->waiters = w;
+	kp_list_insert_head(&j->waiters, &w->link);
 }
 
 /* A verdict came back: into the owner's memory if it is still there, then to every waiter. */
 static void
 deliver(struct auth_job *j)
 {
-	struct auth_job **link = &worker.inflight;
+	struct auth_waiter *w;
 
-	while (*link != j)
-		link = &(*link)->inflight_next;
-	*link = j->inflight_next;
+	kp_list_unlink(&j->inflight);
 	worker.njobs--;
 	kp_stats.auth_jobs = worker.njobs;
 	kp_stats.auth_hash_checks++;
@@ -678,14 +673,9 @@ deliver(struct auth_job *j)
 			note_failure(s, now);
 	}
 	/* A callback may cancel another waiter, so unlink each before calling it. */
-	while (j->waiters) {
-		struct auth_waiter *w = j->waiters;
-
-		j->waiters = w->next;
-		if (j->waiters)
-			j->waiters->prev = NULL;
+	while ((w = KP_LIST_FIRST(&j->waiters, struct auth_waiter, link)) != NULL) {
+		kp_list_unlink(&w->link);
 		w->job = NULL;
-		w->next = w->prev = NULL;
 		w->done(w, j->granted);
 	}
 	job_free(j);
@@ -736,18 +726,21 @@ worker_start(struct ev_loop *loop)
 static void
 worker_stop(void)
 {
+	struct auth_job *j;
+	struct auth_waiter *w;
+
 	pthread_mutex_lock(&worker.lock);
 	worker.stopping = true;
 	pthread_cond_broadcast(&worker.work);
 	pthread_mutex_unlock(&worker.lock);
 	pthread_join(worker.thread, NULL);
 	worker.jobs = worker.jobs_tail = worker.done = NULL;
-	while (worker.inflight) {
-		struct auth_job *j = worker.inflight;
-
-		worker.inflight = j->inflight_next;
-		for (struct auth_waiter *w = j->waiters; w; w = w->next)
+	while ((j = KP_LIST_FIRST(&worker.inflight, struct auth_job, inflight)) != NULL) {
+		kp_list_unlink(&j->inflight);
+		while ((w = KP_LIST_FIRST(&j->waiters, struct auth_waiter, link)) != NULL) {
+			kp_list_unlink(&w->link);
 			w->job = NULL;
+		}
 		job_free(j);
 	}
 	worker.njobs = 0;
@@ -765,9 +758,9 @@ start_job(const struct auth *a, const struct entry *e, const uint8_t *cred, size
 	struct auth_job *j;
 
 	/* The same credentials again meanwhile (a browser's parallel connections): one hash. */
-	for (j = worker.inflight; j; j = j->inflight_next)
-		if (j->owner == a && j->digest[0] == digest[0] && j->digest[1] == digest[1]) {
-			job_attach(j, w);
+	KP_LIST_EACH(o, &worker.inflight, struct auth_job, inflight)
+		if (o->owner == a && o->digest[0] == digest[0] && o->digest[1] == digest[1]) {
+			job_attach(o, w);
 			return AUTH_PENDING;
 		}
 	if (!s || worker.njobs >= AUTH_JOBS_MAX) {
@@ -795,8 +788,8 @@ start_job(const struct auth *a, const struct entry *e, const uint8_t *cred, size
 	j->who = s->who;
 	j->owner = a;
 	s->jobs++;
-	j->inflight_next = worker.inflight;
-	worker.inflight = j;
+	kp_list_init(&j->waiters);
+	kp_list_insert_head(&worker.inflight, &j->inflight);
 	worker.njobs++;
 	kp_stats.auth_jobs = worker.njobs;
 	if (kp_stats.auth_jobs > kp_stats.auth_jobs_peak)
@@ -933,14 +926,6 @@ auth_check(const struct auth *a, const char *value, size_t len, const struct soc
 void
 auth_cancel(struct auth_waiter *w)
 {
-	if (!w->job)
-		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		w->job->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	kp_list_unlink(&w->link);
 	w->job = NULL;
-	w->next = w->prev = NULL;
 }

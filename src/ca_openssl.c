@@ -23,6 +23,7 @@
 
 #include "kp/config.h"
 #include "kp/evglue.h"
+#include "kp/list.h"
 #include "kp/stats.h"
 #include "kp/table.h"
 
@@ -35,7 +36,7 @@
 
 struct leaf {
 	struct table_node node;             /* keyed by host */
-	struct leaf *lru_prev, *lru_next;   /* most recently used first */
+	struct kp_list lru;                 /* in ca->lru */
 	X509 *cert;
 	time_t minted;
 	char host[];
@@ -46,7 +47,7 @@ struct ca {
 	EVP_PKEY *key;
 	EVP_PKEY *leaf_key;         /* one key for every leaf: minting costs a signature only */
 	struct table leaves;
-	struct leaf *lru_head, *lru_tail;
+	struct kp_list lru;         /* the cached leaves, most recently used first */
 	size_t max_leaves;
 };
 
@@ -196,36 +197,10 @@ fail:
 /* ---- the leaf cache ------------------------------------------------------- */
 
 static void
-lru_unlink(struct ca *ca, struct leaf *l)
-{
-	if (l->lru_prev)
-		l->lru_prev->lru_next = l->lru_next;
-	else
-		ca->lru_head = l->lru_next;
-	if (l->lru_next)
-		l->lru_next->lru_prev = l->lru_prev;
-	else
-		ca->lru_tail = l->lru_prev;
-	l->lru_prev = l->lru_next = NULL;
-}
-
-static void
-lru_push_front(struct ca *ca, struct leaf *l)
-{
-	l->lru_prev = NULL;
-	l->lru_next = ca->lru_head;
-	if (ca->lru_head)
-		ca->lru_head->lru_prev = l;
-	ca->lru_head = l;
-	if (!ca->lru_tail)
-		ca->lru_tail = l;
-}
-
-static void
 leaf_drop(struct ca *ca, struct leaf *l)
 {
 	table_remove(&ca->leaves, &l->node);
-	lru_unlink(ca, l);
+	kp_list_unlink(&l->lru);
 	X509_free(l->cert);
 	free(l);
 	kp_stats.tls_leaves_in_cache = ca->leaves.count;
@@ -238,14 +213,14 @@ leaf_for(struct ca *ca, const char *host)
 	struct table_node *n = table_find(&ca->leaves, host);
 	time_t now = time(NULL);
 	size_t len = strlen(host);
-	struct leaf *l;
+	struct leaf *l, *oldest;
 
 	if (n) {
 		l = container_of(n, struct leaf, node);
 		/* A clock stepped back would otherwise stretch a leaf's day by as much. */
 		if (now - l->minted <= LEAF_REUSE_SECONDS && now >= l->minted) {
-			lru_unlink(ca, l);
-			lru_push_front(ca, l);
+			kp_list_unlink(&l->lru);
+			kp_list_insert_head(&ca->lru, &l->lru);
 			return l->cert;
 		}
 		leaf_drop(ca, l);
@@ -260,9 +235,10 @@ leaf_for(struct ca *ca, const char *host)
 	l->node.key = l->host;
 	l->minted = now;
 	table_add(&ca->leaves, &l->node);
-	lru_push_front(ca, l);
-	while (ca->leaves.count > ca->max_leaves && ca->lru_tail != l)
-		leaf_drop(ca, ca->lru_tail);
+	kp_list_insert_head(&ca->lru, &l->lru);
+	while (ca->leaves.count > ca->max_leaves &&
+	       (oldest = KP_LIST_LAST(&ca->lru, struct leaf, lru)) != l)
+		leaf_drop(ca, oldest);
 	kp_stats.tls_leaves_in_cache = ca->leaves.count;
 	return l->cert;
 }
@@ -365,6 +341,7 @@ ca_new(const struct kp_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	kp_list_init(&ca->lru);
 	ca->max_leaves = cfg->leaf_cache ? cfg->leaf_cache : 1;
 	if (load(ca, cfg, err, errlen) < 0)
 		goto fail;
@@ -381,10 +358,12 @@ fail:
 void
 ca_free(struct ca *ca)
 {
+	struct leaf *l;
+
 	if (!ca)
 		return;
-	while (ca->lru_head)
-		leaf_drop(ca, ca->lru_head);
+	while ((l = KP_LIST_FIRST(&ca->lru, struct leaf, lru)) != NULL)
+		leaf_drop(ca, l);
 	table_free(&ca->leaves);
 	X509_free(ca->cert);
 	EVP_PKEY_free(ca->key);

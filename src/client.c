@@ -297,6 +297,8 @@ void
 client_list_init(struct client_list *list)
 {
 	memset(list, 0, sizeof(*list));
+	kp_list_init(&list->live);
+	kp_list_init(&list->dead);
 	slab_init(&list->slab, sizeof(struct client));
 }
 
@@ -335,28 +337,21 @@ client_close(struct client *c)
 	free(c->intercepted);
 	c->intercepted = NULL;
 	set_state(c, CLIENT_CLOSED);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		list->live = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	kp_list_unlink(&c->link);
 	list->count--;
 	kp_stats.clients_active--;
 	/* Freed at the end of the iteration: callers up the stack still hold c. */
-	c->dead_next = list->dead;
-	list->dead = c;
+	kp_list_insert_head(&list->dead, &c->link);
 }
 
 unsigned
 client_reap(struct client_list *list)
 {
 	unsigned n = 0;
+	struct client *c;
 
-	while (list->dead) {
-		struct client *c = list->dead;
-
-		list->dead = c->dead_next;
+	while ((c = KP_LIST_FIRST(&list->dead, struct client, link)) != NULL) {
+		kp_list_unlink(&c->link);
 		/* Closed mid-request, maybe: reset for whoever takes it next. */
 		if (c->req) {
 			exchange_reset(&c->req->ex);
@@ -1141,10 +1136,7 @@ client_new(const struct proxy_env *env, struct client_list *list, int fd,
 	ev_init(&c->timer, timer_cb);
 	/* Once per client: its requests never share connections with local ones. */
 	c->restricted = !cidr_is_loopback(&c->peer.sa);
-	c->next = list->live;
-	if (list->live)
-		list->live->prev = c;
-	list->live = c;
+	kp_list_insert_head(&list->live, &c->link);
 	list->count++;
 	kp_stats.clients_accepted++;
 	kp_stats.clients_active++;

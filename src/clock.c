@@ -19,7 +19,7 @@ clock_init(struct clock *c, struct ev_loop *loop)
 {
 	c->loop = loop;
 	c->now = 0;
-	c->armed = NULL;
+	kp_list_init(&c->armed);
 }
 
 void
@@ -27,7 +27,7 @@ clock_init_manual(struct clock *c, ev_tstamp start)
 {
 	c->loop = NULL;
 	c->now = start;
-	c->armed = NULL;
+	kp_list_init(&c->armed);
 }
 
 void
@@ -37,24 +37,7 @@ clock_timer_init(struct clock_timer *t, struct clock *c, clock_timer_fn fire)
 	t->fire = fire;
 	t->clock = c;
 	t->due = 0;
-	t->prev = t->next = NULL;
-}
-
-static void
-unlink_manual(struct clock_timer *t)
-{
-	struct clock *c = t->clock;
-
-	if (t->due == 0)
-		return;
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		c->armed = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-	t->prev = t->next = NULL;
-	t->due = 0;
+	kp_list_init_link(&t->armed);
 }
 
 void
@@ -69,15 +52,9 @@ clock_timer_start(struct clock_timer *t, double seconds)
 		ev_timer_start(c->loop, &t->ev);
 		return;
 	}
-	unlink_manual(t);
+	kp_list_unlink(&t->armed);
 	t->due = c->now + (seconds > 0 ? seconds : 0);
-	/* Never 0, which means "not armed": a clock may start at 0. */
-	if (t->due == 0)
-		t->due = 1e-9;
-	t->next = c->armed;
-	if (c->armed)
-		c->armed->prev = t;
-	c->armed = t;
+	kp_list_insert_head(&c->armed, &t->armed);
 }
 
 void
@@ -86,13 +63,13 @@ clock_timer_stop(struct clock_timer *t)
 	if (t->clock->loop)
 		ev_timer_stop(t->clock->loop, &t->ev);
 	else
-		unlink_manual(t);
+		kp_list_unlink(&t->armed);
 }
 
 bool
 clock_timer_armed(const struct clock_timer *t)
 {
-	return t->clock->loop ? ev_is_active(&t->ev) : t->due != 0;
+	return t->clock->loop ? ev_is_active(&t->ev) : kp_list_linked(&t->armed);
 }
 
 /* The armed timer due first, if it is due by until. */
@@ -101,7 +78,7 @@ earliest_due(const struct clock *c, ev_tstamp until)
 {
 	struct clock_timer *best = NULL;
 
-	for (struct clock_timer *t = c->armed; t; t = t->next)
+	KP_LIST_EACH(t, &c->armed, struct clock_timer, armed)
 		if (t->due <= until && (!best || t->due < best->due))
 			best = t;
 	return best;
@@ -117,7 +94,7 @@ clock_advance(struct clock *c, double seconds)
 	while ((t = earliest_due(c, until)) != NULL) {
 		if (t->due > c->now)
 			c->now = t->due;
-		unlink_manual(t);
+		kp_list_unlink(&t->armed);
 		t->fire(t);
 	}
 	c->now = until;

@@ -20,9 +20,9 @@
 struct dispatch_host {
 	struct table_node node;          /* in d->hosts, keyed by key */
 	struct dispatch *d;
-	struct dispatch_waiter *oldest, *newest;   /* the queue */
+	struct kp_list queue;            /* client requests waiting, oldest first */
 	unsigned queued;
-	struct dispatch_waiter *bg_oldest, *bg_newest;   /* the background queue */
+	struct kp_list bg_queue;         /* the proxy's own requests waiting, oldest first */
 	unsigned bg_queued;
 	unsigned open;                   /* counted connections: connecting, busy or idle */
 	unsigned racing;                 /* unbound connects in flight (race mode) */
@@ -45,15 +45,14 @@ struct dispatch_conn {
 	bool racing;                     /* counted in host->racing */
 	bool background;                 /* carrying a background request: counted in host->background_busy */
 	/* Requests written behind the one in progress, answered in this order (RFC 9112 9.3.2). */
-	struct dispatch_waiter *piped_oldest, *piped_newest;
-	unsigned piped;
+	struct kp_list pipelined;
+	unsigned piped;                  /* how many */
 	bool sent;                       /* the request in progress is all written */
 	bool from_pipeline;              /* the exchange in progress was pipelined */
 	bool pipelines;                  /* it answered a pipelined request correctly */
 	bool spoiled;                    /* an answer on its way is nobody's: never reused */
 	struct pool_entry idle;          /* pool membership and idle expiry */
-	struct dispatch_conn *prev, *next;   /* d->live */
-	struct dispatch_conn *dead_next;     /* d->dead */
+	struct kp_list link;             /* in d->live while open, then in d->dead until freed */
 	/*
 	 * up.key. Connections are all one size, to pack them in a slab (slab.h),
 	 * so a key longer than most is allocated apart.
@@ -85,6 +84,8 @@ host_get(struct dispatch *d, const struct dispatch_target *t)
 
 	if (h && !h->d) {
 		h->d = d;
+		kp_list_init(&h->queue);
+		kp_list_init(&h->bg_queue);
 		h->port = t->port;
 		h->restricted = t->restricted;
 		h->tls = t->tls;
@@ -113,21 +114,19 @@ under_cap(const struct dispatch_host *h)
 
 /* ---- the queues ----------------------------------------------------------- */
 
+/* The request that has waited longest in a queue, or NULL. */
+static struct dispatch_waiter *
+oldest_in(const struct kp_list *queue)
+{
+	return KP_LIST_FIRST(queue, struct dispatch_waiter, link);
+}
+
 static void
 enqueue(struct dispatch_host *h, struct dispatch_waiter *w, bool background)
 {
-	struct dispatch_waiter **oldest = background ? &h->bg_oldest : &h->oldest;
-	struct dispatch_waiter **newest = background ? &h->bg_newest : &h->newest;
-
 	w->host = h;
 	w->background = background;
-	w->next = NULL;
-	w->prev = *newest;
-	if (*newest)
-		(*newest)->next = w;
-	else
-		*oldest = w;
-	*newest = w;
+	kp_list_insert_tail(background ? &h->bg_queue : &h->queue, &w->link);
 	if (background) {
 		h->bg_queued++;
 		return;
@@ -140,18 +139,8 @@ static void
 dequeue(struct dispatch_waiter *w)
 {
 	struct dispatch_host *h = w->host;
-	struct dispatch_waiter **oldest = w->background ? &h->bg_oldest : &h->oldest;
-	struct dispatch_waiter **newest = w->background ? &h->bg_newest : &h->newest;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		*oldest = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		*newest = w->prev;
-	w->prev = w->next = NULL;
+	kp_list_unlink(&w->link);
 	w->host = NULL;
 	if (w->background) {
 		h->bg_queued--;
@@ -186,6 +175,7 @@ conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, b
 
 	if (!dc)
 		return NULL;
+	kp_list_init(&dc->pipelined);
 	if (len <= sizeof(dc->key)) {
 		memcpy(dc->key, key, len);
 	} else if ((dc->long_key = malloc(len)) != NULL) {
@@ -202,10 +192,7 @@ conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, b
 	}
 	dc->up.src.ops = &conn_source_ops;
 	dc->d = d;
-	dc->next = d->live;
-	if (d->live)
-		d->live->prev = dc;
-	d->live = dc;
+	kp_list_insert_head(&d->live, &dc->link);
 	d->open++;
 	kp_stats.upstreams_open++;
 	kp_stats.connects_started++;
@@ -249,15 +236,7 @@ unlink_piped(struct dispatch_waiter *w)
 {
 	struct dispatch_conn *dc = w->piped_on;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		dc->piped_oldest = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		dc->piped_newest = w->prev;
-	w->next = w->prev = NULL;
+	kp_list_unlink(&w->link);
 	w->piped_on = NULL;
 	dc->piped--;
 }
@@ -265,7 +244,7 @@ unlink_piped(struct dispatch_waiter *w)
 static struct dispatch_waiter *
 unpipe_oldest(struct dispatch_conn *dc)
 {
-	struct dispatch_waiter *w = dc->piped_oldest;
+	struct dispatch_waiter *w = oldest_in(&dc->pipelined);
 
 	if (w)
 		unlink_piped(w);
@@ -350,13 +329,7 @@ pipeline_onto(struct dispatch_conn *dc, struct dispatch_waiter *w)
 	kp_stats.bytes_to_upstreams += (uint64_t)n;
 	w->piped_on = dc;
 	w->background = true;
-	w->next = NULL;
-	w->prev = dc->piped_newest;
-	if (dc->piped_newest)
-		dc->piped_newest->next = w;
-	else
-		dc->piped_oldest = w;
-	dc->piped_newest = w;
+	kp_list_insert_tail(&dc->pipelined, &w->link);
 	dc->piped++;
 	kp_stats.upstream_pipelined++;
 	log_debug("upstream %s fd %d: request pipelined (%u behind the one in progress)",
@@ -370,7 +343,7 @@ pipeline_somewhere(struct dispatch_host *h, struct dispatch_waiter *w)
 {
 	if (!w->request)
 		return false;
-	for (struct dispatch_conn *dc = h->d->live; dc; dc = dc->next)
+	KP_LIST_EACH(dc, &h->d->live, struct dispatch_conn, link)
 		if (dc->host == h && can_pipeline(dc))
 			return pipeline_onto(dc, w);
 	return false;
@@ -381,11 +354,11 @@ static void
 pipeline_waiting(struct dispatch_conn *dc)
 {
 	struct dispatch_host *h = dc->host;
-	struct dispatch_waiter *w, *next;
 
-	for (w = h ? h->bg_oldest : NULL; w && can_pipeline(dc); w = next) {
-		next = w->next;
-		if (w->request && !pipeline_onto(dc, w))
+	if (!h)
+		return;
+	KP_LIST_EACH_SAFE(w, next, &h->bg_queue, struct dispatch_waiter, link) {
+		if (!can_pipeline(dc) || (w->request && !pipeline_onto(dc, w)))
 			break;
 	}
 }
@@ -403,26 +376,19 @@ conn_gone(struct upstream *up)
 		pool_remove(&dc->idle);
 		count_unpooled(d);
 	}
-	if (dc->prev)
-		dc->prev->next = dc->next;
-	else
-		d->live = dc->next;
-	if (dc->next)
-		dc->next->prev = dc->prev;
-	dc->prev = dc->next = NULL;
+	kp_list_unlink(&dc->link);
 	d->open--;
 	kp_stats.upstreams_open--;
-	dc->dead_next = d->dead;
-	d->dead = dc;
+	kp_list_insert_head(&d->dead, &dc->link);
 }
 
 static void
 reap(struct dispatch *d)
 {
-	while (d->dead) {
-		struct dispatch_conn *dc = d->dead;
+	struct dispatch_conn *dc;
 
-		d->dead = dc->dead_next;
+	while ((dc = KP_LIST_FIRST(&d->dead, struct dispatch_conn, link)) != NULL) {
+		kp_list_unlink(&dc->link);
 		free(dc->long_key);
 		slab_put(&d->conns, dc);
 	}
@@ -629,7 +595,7 @@ connection_free(struct dispatch_conn *dc)
 	}
 	if (w)
 		unlink_connect(w);
-	if (h && (w = h->oldest) != NULL) {
+	if (h && (w = oldest_in(&h->queue)) != NULL) {
 		enum dispatch_source source = fresh ? DISPATCH_FROM_CONNECT
 		                              : w->connect ? DISPATCH_FROM_FREED
 		                                           : DISPATCH_FROM_POOL;
@@ -639,7 +605,7 @@ connection_free(struct dispatch_conn *dc)
 		serve(w, dc, source);
 		return;
 	}
-	if (h && (w = h->bg_oldest) != NULL) {
+	if (h && (w = oldest_in(&h->bg_queue)) != NULL) {
 		dequeue(w);
 		serve(w, dc, fresh ? DISPATCH_FROM_CONNECT : DISPATCH_FROM_FREED);
 		return;
@@ -735,7 +701,7 @@ source_release(struct source *src, bool reusable)
 	end_background(dc);
 	if (reusable && dc->from_pipeline)
 		dc->pipelines = true;
-	if (dc->piped_oldest) {
+	if (!kp_list_empty(&dc->pipelined)) {
 		serve_piped(dc, reusable);
 		return;
 	}
@@ -825,7 +791,7 @@ dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dis
 	w->host = NULL;
 	w->connect = NULL;
 	w->piped_on = NULL;
-	w->prev = w->next = NULL;
+	kp_list_init_link(&w->link);
 	w->background = false;
 	w->since = clock_now(d->clock);
 	if (how == DISPATCH_TUNNEL) {
@@ -900,11 +866,10 @@ dispatch_cancel(struct dispatch_waiter *w)
 static struct dispatch_waiter *
 oldest_without_connect(const struct dispatch_host *h)
 {
-	struct dispatch_waiter *w;
-
-	for (w = h->oldest; w && w->connect; w = w->next)
-		;
-	return w;
+	KP_LIST_EACH(w, &h->queue, struct dispatch_waiter, link)
+		if (!w->connect)
+			return w;
+	return NULL;
 }
 
 /* Starts the connects a host's queue is owed now that a slot is free. */
@@ -921,11 +886,12 @@ check_host(struct dispatch_host *h)
 	 * would wait for the next exchange of their host to end, while the idle
 	 * connection expires unused.
 	 */
-	while ((h->oldest || h->bg_oldest) && (dc = take_pooled(d, h->node.key)) != NULL)
+	while ((!kp_list_empty(&h->queue) || !kp_list_empty(&h->bg_queue)) &&
+	       (dc = take_pooled(d, h->node.key)) != NULL)
 		connection_free(dc);
 	while (under_cap(h) && h->queued > 0) {
 		if (!d->race) {
-			w = h->oldest;
+			w = oldest_in(&h->queue);
 			dequeue(w);
 			start_connect(h, w, true);
 		} else if (h->racing < h->queued && (w = oldest_without_connect(h)) != NULL) {
@@ -963,6 +929,8 @@ dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
               struct fd_budget *fds)
 {
 	memset(d, 0, sizeof(*d));
+	kp_list_init(&d->live);
+	kp_list_init(&d->dead);
 	d->up_ctx.loop = loop;
 	d->up_ctx.cfg = cfg;
 	d->up_ctx.tls = tls;
@@ -991,7 +959,7 @@ free_host(struct table_node *n, void *arg)
 	struct dispatch_waiter *w;
 
 	/* Client requests first, then the background ones: each is told, in queue order. */
-	while ((w = h->oldest ? h->oldest : h->bg_oldest) != NULL) {
+	while ((w = oldest_in(&h->queue)) != NULL || (w = oldest_in(&h->bg_queue)) != NULL) {
 		unlink_connect(w);
 		dequeue(w);
 		w->failed(w, 503, "shutting down");
@@ -1003,12 +971,14 @@ free_host(struct table_node *n, void *arg)
 void
 dispatch_shutdown(struct dispatch *d)
 {
+	struct dispatch_conn *dc;
+
 	if (!d->hosts.buckets)
 		return;
 	ev_prepare_stop(d->up_ctx.loop, &d->checker);
 	/* Connects nobody waits for any more, busy ones, and the idle pool. */
-	while (d->live)
-		upstream_close(&d->live->up);
+	while ((dc = KP_LIST_FIRST(&d->live, struct dispatch_conn, link)) != NULL)
+		upstream_close(&dc->up);
 	pool_free(d->pool);
 	d->pool = NULL;
 	d->to_check = NULL;

@@ -23,9 +23,9 @@ struct dns_query {
 	char name[256];
 	struct dns_addrs result;             /* written by the thread, read by the loop */
 	int error;
-	struct dns_waiter *waiters;          /* loop only */
+	struct kp_list waiters;              /* loop only; the latest to ask first */
 	struct dns_query *queue_next;        /* job or done queue; under the lock */
-	struct dns_query *inflight_next;     /* loop only */
+	struct kp_list inflight;             /* in dns.inflight; loop only */
 };
 
 struct cache_slot {
@@ -46,7 +46,7 @@ static struct {
 	struct dns_query *done;               /* under lock */
 	unsigned threads_running;             /* under lock */
 	bool stopping;                        /* under lock */
-	struct dns_query *inflight;           /* loop only */
+	struct kp_list inflight;              /* loop only: queries not delivered, newest first */
 	struct cache_slot *cache;             /* loop only */
 	bool started;
 } dns;
@@ -135,21 +135,14 @@ cache_find(const char *name)
 static void
 deliver(struct dns_query *q)
 {
-	struct dns_query **link = &dns.inflight;
+	struct dns_waiter *w;
 
-	while (*link != q)
-		link = &(*link)->inflight_next;
-	*link = q->inflight_next;
+	kp_list_unlink(&q->inflight);
 	cache_store(q);
 	/* A callback may cancel another waiter, so unlink each before calling it. */
-	while (q->waiters) {
-		struct dns_waiter *w = q->waiters;
-
-		q->waiters = w->next;
-		if (q->waiters)
-			q->waiters->prev = NULL;
+	while ((w = KP_LIST_FIRST(&q->waiters, struct dns_waiter, link)) != NULL) {
+		kp_list_unlink(&w->link);
 		w->query = NULL;
-		w->next = w->prev = NULL;
 		w->done(w, &q->result, q->error);
 	}
 	free(q);
@@ -181,6 +174,7 @@ dns_init(struct ev_loop *loop, const struct kp_config *cfg)
 	pthread_attr_t attr;
 
 	memset(&dns, 0, sizeof(dns));
+	kp_list_init(&dns.inflight);
 	dns.loop = loop;
 	dns.ttl = cfg->dns_cache_ttl;
 	dns.cache = calloc(DNS_CACHE_SLOTS, sizeof(*dns.cache));
@@ -272,6 +266,16 @@ special_invalid(const char *host)
 	       (n > 8 && strncmp(host + n - 8, ".invalid", 8) == 0);
 }
 
+/* The lookup of host on its way, if there is one. */
+static struct dns_query *
+inflight_query(const char *host)
+{
+	KP_LIST_EACH(q, &dns.inflight, struct dns_query, inflight)
+		if (strcmp(q->name, host) == 0)
+			return q;
+	return NULL;
+}
+
 enum dns_status
 dns_lookup(const char *host, struct dns_addrs *out, int *error, struct dns_waiter *w)
 {
@@ -294,9 +298,7 @@ dns_lookup(const char *host, struct dns_addrs *out, int *error, struct dns_waite
 		*out = hit->addrs;
 		return DNS_DONE;
 	}
-	for (q = dns.inflight; q; q = q->inflight_next)
-		if (strcmp(q->name, host) == 0)
-			break;
+	q = inflight_query(host);
 	if (!q) {
 		q = calloc(1, sizeof(*q));
 		if (!q) {
@@ -304,8 +306,8 @@ dns_lookup(const char *host, struct dns_addrs *out, int *error, struct dns_waite
 			return DNS_FAILED;
 		}
 		strcpy(q->name, host);
-		q->inflight_next = dns.inflight;
-		dns.inflight = q;
+		kp_list_init(&q->waiters);
+		kp_list_insert_head(&dns.inflight, &q->inflight);
 		kp_stats.dns_lookups++;
 		pthread_mutex_lock(&dns.lock);
 		if (dns.jobs_tail)
@@ -317,27 +319,15 @@ dns_lookup(const char *host, struct dns_addrs *out, int *error, struct dns_waite
 		pthread_mutex_unlock(&dns.lock);
 	}
 	w->query = q;
-	w->prev = NULL;
-	w->next = q->waiters;
-	if (q->waiters)
-		q->waiters->prev = w;
-	q->waiters = w;
+	kp_list_insert_head(&q->waiters, &w->link);
 	return DNS_PENDING;
 }
 
 void
 dns_cancel(struct dns_waiter *w)
 {
-	if (!w->query)
-		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		w->query->waiters = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	kp_list_unlink(&w->link);
 	w->query = NULL;
-	w->next = w->prev = NULL;
 }
 
 const char *

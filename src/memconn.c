@@ -57,7 +57,7 @@ wake_reader(struct memsource *m)
 static void
 wake_readers(struct memstore *s)
 {
-	for (struct memsource *m = s->readers; m; m = m->next)
+	KP_LIST_EACH(m, &s->readers, struct memsource, link)
 		wake_reader(m);
 }
 
@@ -177,6 +177,7 @@ void
 memstore_init(struct memstore *s, struct ev_loop *loop, size_t bound, conn_io_fn on_io)
 {
 	memset(s, 0, sizeof(*s));
+	kp_list_init(&s->readers);
 	s->bound = bound;
 	s->state = MEMSTORE_OPEN;
 	conn_init(&s->writer, loop, -1, &writer_ops, on_io);
@@ -194,13 +195,12 @@ memstore_fail(struct memstore *s)
 void
 memstore_free(struct memstore *s)
 {
+	struct memsource *m;
+
 	memstore_fail(s);
 	conn_close(&s->writer);
-	while (s->readers) {
-		struct memsource *m = s->readers;
-
-		s->readers = m->next;
-		m->prev = m->next = NULL;
+	while ((m = KP_LIST_FIRST(&s->readers, struct memsource, link)) != NULL) {
+		kp_list_unlink(&m->link);
 		m->store = NULL;
 		wake_reader(m);
 	}
@@ -326,17 +326,8 @@ static void
 reader_release(struct conn *c)
 {
 	struct memsource *m = reader_of(c);
-	struct memstore *s = m->store;
 
-	if (!s)
-		return;
-	if (m->prev)
-		m->prev->next = m->next;
-	else
-		s->readers = m->next;
-	if (m->next)
-		m->next->prev = m->prev;
-	m->prev = m->next = NULL;
+	kp_list_unlink(&m->link);
 	m->store = NULL;
 }
 
@@ -413,10 +404,7 @@ memsource_open(struct memsource *m, struct memstore *s)
 	m->store = s;
 	m->until = SIZE_MAX;
 	m->prepared = true;
-	m->next = s->readers;
-	if (s->readers)
-		s->readers->prev = m;
-	s->readers = m;
+	kp_list_insert_head(&s->readers, &m->link);
 	conn_init(&m->src.conn, s->writer.loop, -1, &reader_ops, reader_io);
 	m->src.keep_alive_hint = -1;
 	m->src.ops = &memsource_ops;
@@ -433,11 +421,7 @@ memsource_move(struct memsource *m, struct memstore *s, int (*prepare_fn)(struct
 	m->prepared = false;
 	m->tried_at = 0;
 	m->parked = false;
-	m->prev = NULL;
-	m->next = s->readers;
-	if (s->readers)
-		s->readers->prev = m;
-	s->readers = m;
+	kp_list_insert_head(&s->readers, &m->link);
 }
 
 void

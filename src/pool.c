@@ -17,8 +17,7 @@
 
 struct pool_host {
 	struct table_node node;      /* in the pool's table, keyed by key */
-	struct pool_entry *newest;   /* head of this host's list */
-	struct pool_entry *oldest;   /* tail */
+	struct kp_list entries;      /* its idle entries, newest first */
 	struct pool_host *sweep_next;   /* on the pool's sweep list */
 	bool to_sweep;               /* over its cap or empty: the sweep looks at it */
 	unsigned count;
@@ -28,7 +27,7 @@ struct pool {
 	struct clock *clock;
 	struct table hosts;          /* including empty ones not yet swept */
 	size_t count;
-	struct pool_entry *all_oldest, *all_newest;
+	struct kp_list all;          /* every host's idle entries, oldest first */
 	unsigned max_per_host, max_total;
 	size_t ceiling;              /* at this many the oldest goes at once */
 	struct clock_timer sweep;    /* armed while the sweep list or the total is over */
@@ -49,6 +48,7 @@ pool_new(struct clock *clock, unsigned max_per_host, unsigned max_total, pool_dr
 		free(p);
 		return NULL;
 	}
+	kp_list_init(&p->all);
 	p->clock = clock;
 	p->max_per_host = max_per_host;
 	p->max_total = max_total;
@@ -96,6 +96,19 @@ host_free(struct pool *p, struct pool_host *h)
 	free(h);
 }
 
+/* The entry a cap evicts first: of every host's, and of one host's. */
+static struct pool_entry *
+oldest_of_all(const struct pool *p)
+{
+	return KP_LIST_FIRST(&p->all, struct pool_entry, all_link);
+}
+
+static struct pool_entry *
+oldest_of_host(const struct pool_host *h)
+{
+	return KP_LIST_LAST(&h->entries, struct pool_entry, host_link);
+}
+
 static void
 unlink_entry(struct pool_entry *e)
 {
@@ -103,23 +116,8 @@ unlink_entry(struct pool_entry *e)
 	struct pool_host *h = e->host;
 
 	clock_timer_stop(&e->expiry);
-	if (e->host_prev)
-		e->host_prev->host_next = e->host_next;
-	else
-		h->newest = e->host_next;
-	if (e->host_next)
-		e->host_next->host_prev = e->host_prev;
-	else
-		h->oldest = e->host_prev;
-	if (e->all_prev)
-		e->all_prev->all_next = e->all_next;
-	else
-		p->all_oldest = e->all_next;
-	if (e->all_next)
-		e->all_next->all_prev = e->all_prev;
-	else
-		p->all_newest = e->all_prev;
-	e->host_prev = e->host_next = e->all_prev = e->all_next = NULL;
+	kp_list_unlink(&e->host_link);
+	kp_list_unlink(&e->all_link);
 	e->host = NULL;
 	h->count--;
 	p->count--;
@@ -163,8 +161,8 @@ sweep(struct pool *p, bool force)
 {
 	struct pool_host *list, *h;
 
-	while (p->count > p->max_total && stale_enough(p, p->all_oldest, force))
-		drop(p->all_oldest, POOL_DROP_EVICTED);
+	while (p->count > p->max_total && stale_enough(p, oldest_of_all(p), force))
+		drop(oldest_of_all(p), POOL_DROP_EVICTED);
 	if (p->count > p->max_total)
 		schedule_sweep(p, NULL);
 	/* Taken only now: the drops above may have emptied hosts and listed them. */
@@ -173,8 +171,8 @@ sweep(struct pool *p, bool force)
 	while ((h = list) != NULL) {
 		list = h->sweep_next;
 		h->to_sweep = false;
-		while (h->count > p->max_per_host && stale_enough(p, h->oldest, force))
-			drop(h->oldest, POOL_DROP_EVICTED);
+		while (h->count > p->max_per_host && stale_enough(p, oldest_of_host(h), force))
+			drop(oldest_of_host(h), POOL_DROP_EVICTED);
 		if (h->count > p->max_per_host)
 			schedule_sweep(p, h);
 		else if (h->count == 0)
@@ -215,26 +213,17 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 	 * descriptor, and the descriptor budget allows only so many.
 	 */
 	while (p->count >= p->ceiling)
-		drop(p->all_oldest, POOL_DROP_EVICTED);
+		drop(oldest_of_all(p), POOL_DROP_EVICTED);
 	h = host_get(p, key);
 	if (!h)
 		return false;
+	/* A new host is zeroed, an emptied one empty: either way its list starts now. */
+	if (h->count == 0)
+		kp_list_init(&h->entries);
 	e->pool = p;
 	e->host = h;
-	e->host_prev = NULL;
-	e->host_next = h->newest;
-	if (h->newest)
-		h->newest->host_prev = e;
-	else
-		h->oldest = e;
-	h->newest = e;
-	e->all_next = NULL;
-	e->all_prev = p->all_newest;
-	if (p->all_newest)
-		p->all_newest->all_next = e;
-	else
-		p->all_oldest = e;
-	p->all_newest = e;
+	kp_list_insert_head(&h->entries, &e->host_link);
+	kp_list_insert_tail(&p->all, &e->all_link);
 	h->count++;
 	p->count++;
 	e->idle_since = clock_now(p->clock);
@@ -250,9 +239,11 @@ pool_put(struct pool *p, const char *key, struct pool_entry *e, double timeout)
 bool
 pool_evict_oldest(struct pool *p)
 {
-	if (!p->all_oldest)
+	struct pool_entry *e = oldest_of_all(p);
+
+	if (!e)
 		return false;
-	drop(p->all_oldest, POOL_DROP_EVICTED);
+	drop(e, POOL_DROP_EVICTED);
 	return true;
 }
 
@@ -262,9 +253,8 @@ pool_take(struct pool *p, const char *key)
 	struct pool_host *h = host_find(p, key);
 	struct pool_entry *e;
 
-	if (!h || !h->newest)
+	if (!h || !(e = KP_LIST_FIRST(&h->entries, struct pool_entry, host_link)))
 		return NULL;
-	e = h->newest;
 	unlink_entry(e);
 	return e;
 }
@@ -326,10 +316,12 @@ free_host(struct table_node *n, void *arg)
 void
 pool_free(struct pool *p)
 {
+	struct pool_entry *e;
+
 	if (!p)
 		return;
-	while (p->all_oldest)
-		drop(p->all_oldest, POOL_DROP_EVICTED);
+	while ((e = oldest_of_all(p)) != NULL)
+		drop(e, POOL_DROP_EVICTED);
 	/* Only now: the drops above schedule a sweep for the hosts they empty. */
 	clock_timer_stop(&p->sweep);
 	table_each(&p->hosts, free_host, p);

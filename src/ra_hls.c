@@ -9,6 +9,7 @@
 #include "kp/config.h"
 #include "kp/evglue.h"
 #include "kp/hls.h"
+#include "kp/list.h"
 #include "kp/log.h"
 #include "kp/ranges.h"
 
@@ -17,7 +18,7 @@
 
 /* The latest media playlist one client was given at one URL. */
 struct held_playlist {
-	struct held_playlist *next;      /* most recently used first */
+	struct kp_list link;             /* in h->playlists */
 	struct ra_key key;               /* its strings after the record */
 	struct hls_playlist *pl;
 	ev_tstamp used;
@@ -38,7 +39,7 @@ struct ra_playlist {
 struct ra_hls {
 	const struct proxy_env *env;
 	struct ra_store *st;
-	struct held_playlist *playlists;
+	struct kp_list playlists;        /* most recently used first */
 	unsigned nplaylists;
 	/* One request's scratch, kept off the stack: a CMCD hint and the path it names. */
 	struct hls_cmcd hint;
@@ -48,6 +49,7 @@ struct ra_hls {
 static void
 held_free(struct ra_hls *h, struct held_playlist *p)
 {
+	kp_list_unlink(&p->link);
 	hls_free(p->pl);
 	free(p);
 	h->nplaylists--;
@@ -57,14 +59,10 @@ held_free(struct ra_hls *h, struct held_playlist *p)
 static bool
 evict_oldest(struct ra_hls *h)
 {
-	struct held_playlist **pp = &h->playlists, *p;
+	struct held_playlist *p = KP_LIST_LAST(&h->playlists, struct held_playlist, link);
 
-	if (!*pp)
+	if (!p)
 		return false;
-	while ((*pp)->next)
-		pp = &(*pp)->next;
-	p = *pp;
-	*pp = NULL;
 	held_free(h, p);
 	return true;
 }
@@ -174,7 +172,7 @@ predict_segments(struct ra_hls *h, const struct ra_ask *ask, const struct http_h
 	const struct kp_config *cfg = h->env->cfg;
 	const char *path = base + req->url.off;
 	size_t path_len = req->url.len;
-	struct held_playlist *p, **pp, *last = NULL;
+	struct held_playlist *p = NULL, *last = NULL;
 	const struct hls_segment *next;
 	struct byte_range asked;
 	enum range_form form = ranges_requested(req, base, &asked);
@@ -185,22 +183,23 @@ predict_segments(struct ra_hls *h, const struct ra_ask *ask, const struct http_h
 	size_t charge;
 
 	ra_key_make(&key, ask, path, path_len);
-	for (pp = &h->playlists; (p = *pp) != NULL; pp = &p->next)
-		if (ra_key_same_client(&key, &p->key) &&
-		    hls_next(p->pl, path, path_len, form == RANGE_SINGLE, &asked, &next))
+	KP_LIST_EACH(o, &h->playlists, struct held_playlist, link)
+		if (ra_key_same_client(&key, &o->key) &&
+		    hls_next(o->pl, path, path_len, form == RANGE_SINGLE, &asked, &next)) {
+			p = o;
 			break;
+		}
 	if (!p)
 		return;
 	/* The playlist whose segments the client followed last, if another: it switched. */
-	for (struct held_playlist *o = h->playlists; o; o = o->next)
+	KP_LIST_EACH(o, &h->playlists, struct held_playlist, link)
 		if (o != p && o->followed > p->followed && ra_key_same_client(&key, &o->key) &&
 		    (!last || o->followed > last->followed))
 			last = o;
 	if (last)
 		series_stop(h, ask, last);
-	*pp = p->next;
-	p->next = h->playlists;
-	h->playlists = p;
+	kp_list_unlink(&p->link);
+	kp_list_insert_head(&h->playlists, &p->link);
 	p->used = p->followed = clock_now(h->env->clock);
 	length = resp->llhttp_flags & F_CONTENT_LENGTH ? resp->content_length : 0;
 	charge = ra_charge_whole(cfg, length);
@@ -234,7 +233,7 @@ ra_hls_heard(struct ra_hls *h, const struct ra_ask *ask, const struct http_head 
 	if (resp->status != 200 && resp->status != 206)
 		return;
 	predict_cmcd(h, ask, req, base, resp);
-	if (h->playlists)
+	if (!kp_list_empty(&h->playlists))
 		predict_segments(h, ask, req, base, resp, rtt);
 }
 
@@ -290,7 +289,7 @@ void
 ra_hls_close(struct ra_playlist *p, bool complete)
 {
 	struct ra_hls *h = p->h;
-	struct held_playlist *held, **hp;
+	struct held_playlist *held = NULL;
 	struct hls_playlist *pl;
 
 	if (!complete || p->len != p->expected ||
@@ -300,11 +299,13 @@ ra_hls_close(struct ra_playlist *p, bool complete)
 		return;
 	}
 	/* The latest one replaces what was held: a live playlist lists only what is there now. */
-	for (hp = &h->playlists; (held = *hp) != NULL; hp = &held->next)
-		if (ra_key_equal(&p->key, &held->key))
+	KP_LIST_EACH(o, &h->playlists, struct held_playlist, link)
+		if (ra_key_equal(&p->key, &o->key)) {
+			held = o;
 			break;
+		}
 	if (held) {
-		*hp = held->next;
+		kp_list_unlink(&held->link);
 		hls_free(held->pl);
 	} else {
 		if (h->nplaylists >= MAX_PLAYLISTS)
@@ -318,8 +319,7 @@ ra_hls_close(struct ra_playlist *p, bool complete)
 	}
 	held->pl = pl;
 	held->used = clock_now(h->env->clock);
-	held->next = h->playlists;
-	h->playlists = held;
+	kp_list_insert_head(&h->playlists, &held->link);
 	log_debug("read-ahead: playlist %.*s: %zu segments", (int)p->path_len, p->path,
 	          pl->nsegments);
 	free(p);
@@ -328,16 +328,9 @@ ra_hls_close(struct ra_playlist *p, bool complete)
 void
 ra_hls_sweep(struct ra_hls *h, ev_tstamp now)
 {
-	for (struct held_playlist **pp = &h->playlists; *pp;) {
-		struct held_playlist *p = *pp;
-
-		if (now - p->used > h->env->cfg->read_ahead_ttl) {
-			*pp = p->next;
+	KP_LIST_EACH_SAFE(p, next, &h->playlists, struct held_playlist, link)
+		if (now - p->used > h->env->cfg->read_ahead_ttl)
 			held_free(h, p);
-		} else {
-			pp = &p->next;
-		}
-	}
 }
 
 struct ra_hls *
@@ -347,6 +340,7 @@ ra_hls_new(const struct proxy_env *env, struct ra_store *st)
 
 	if (!h)
 		return NULL;
+	kp_list_init(&h->playlists);
 	h->env = env;
 	h->st = st;
 	return h;

@@ -10,6 +10,7 @@
 #include "kp/evglue.h"
 #include "kp/exchange.h"
 #include "kp/hls.h"
+#include "kp/list.h"
 #include "kp/log.h"
 #include "kp/memconn.h"
 #include "kp/stats.h"
@@ -43,7 +44,7 @@ struct ra_shelf {
 	struct table_node node;          /* in st->shelves, by key */
 	struct ra_key key;               /* its strings are in text */
 	struct ra_store *st;
-	struct ra_piece *pieces;
+	struct kp_list pieces;           /* the newest first */
 	bool refused;                    /* a piece was not the one to serve (ra_store_take_refusal) */
 	struct ra_path path;
 	ev_tstamp used;                  /* last asked or answered */
@@ -51,7 +52,7 @@ struct ra_shelf {
 
 struct ra_piece {
 	struct ra_shelf *shelf;
-	struct ra_piece *next;           /* the shelf's pieces */
+	struct kp_list link;             /* in the shelf's pieces until freed */
 	struct ra_piece *dead_next;      /* the reaper's list */
 	struct byte_range range;         /* asked of the origin */
 	bool to_end;                     /* range reaches the object's last byte */
@@ -130,6 +131,7 @@ shelf_get(struct ra_store *st, const struct ra_key *k)
 		if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_shelf, key))))
 			return NULL;
 		s->st = st;
+		kp_list_init(&s->pieces);
 		table_add_value(&st->shelves, &s->node, ra_key_hash(k));
 	}
 	s->used = clock_now(st->env->clock);
@@ -209,18 +211,6 @@ charge(struct ra_store *st, struct ra_share *sh, size_t bytes, bool add)
 
 /* ---- pieces: dropped, and freed at a known point ----------------------------------- */
 
-static void
-unlink_piece(struct ra_piece *p)
-{
-	struct ra_piece **pp = &p->shelf->pieces;
-
-	while (*pp && *pp != p)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = p->next;
-	p->next = NULL;
-}
-
 /* What was fetched and never given to a client. */
 static uint64_t
 unserved_bytes(const struct ra_piece *p)
@@ -249,7 +239,7 @@ piece_free(struct ra_piece *p)
 	buf_put(p->req);
 	buf_put(p->in);
 	buf_put(p->out);
-	unlink_piece(p);
+	kp_list_unlink(&p->link);
 	free(p);
 }
 
@@ -423,7 +413,7 @@ static const struct exchange_ops fetch_ops = {
 static struct ra_piece *
 piece_whole(const struct ra_shelf *s)
 {
-	for (struct ra_piece *p = s->pieces; p; p = p->next)
+	KP_LIST_EACH(p, &s->pieces, struct ra_piece, link)
 		if (p->whole && !p->dead && !p->owned)
 			return p;
 	return NULL;
@@ -432,7 +422,7 @@ piece_whole(const struct ra_shelf *s)
 static struct ra_piece *
 piece_at(const struct ra_shelf *s, uint64_t first)
 {
-	for (struct ra_piece *p = s->pieces; p; p = p->next)
+	KP_LIST_EACH(p, &s->pieces, struct ra_piece, link)
 		if (p->range.first == first && !p->dead && !p->whole && !p->owned)
 			return p;
 	return NULL;
@@ -514,8 +504,7 @@ start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, b
 	p->expect = f->expect;
 	p->charged = f->charge;
 	charge(st, sh, f->charge, true);
-	p->next = s->pieces;
-	s->pieces = p;
+	kp_list_insert_head(&s->pieces, &p->link);
 	memstore_init(&p->mem, st->env->loop, f->charge, fetch_io);
 	exchange_init(&p->ex, st->env, &p->mem.writer, &p->in, &p->out, &fetch_ops, true);
 	p->ex.owner.restricted = f->ask->restricted;
@@ -631,7 +620,7 @@ bytes_to_come(const struct ra_piece *p)
 static void
 drop_far(struct ra_shelf *s)
 {
-	for (struct ra_piece *p = s->pieces; p; p = p->next) {
+	KP_LIST_EACH(p, &s->pieces, struct ra_piece, link) {
 		uint64_t left = bytes_to_come(p);
 
 		if (p->owned || p->state != PIECE_FETCHING || p->readers || p->dead ||
@@ -650,7 +639,7 @@ drop_far(struct ra_shelf *s)
 static void
 drop_held(struct ra_shelf *s)
 {
-	for (struct ra_piece *p = s->pieces; p; p = p->next)
+	KP_LIST_EACH(p, &s->pieces, struct ra_piece, link)
 		if (!p->owned && !p->readers && p->state != PIECE_FETCHING)
 			piece_drop(p);
 }
@@ -889,7 +878,7 @@ guesses_ahead(const struct ra_shelf *s, const struct ra_piece *p)
 {
 	unsigned n = 0;
 
-	for (const struct ra_piece *o = s->pieces; o; o = o->next)
+	KP_LIST_EACH(o, &s->pieces, const struct ra_piece, link)
 		if (o->state == PIECE_FETCHING && !o->readers && !o->dead && !o->owned &&
 		    o->range.first < p->range.first)
 			n++;
@@ -921,7 +910,7 @@ ra_store_serve(struct ra_store *st, const struct ra_ask *ask, const struct http_
 	if (!p || p->state == PIECE_FAILED || guesses_ahead(s, p) > 1 ||
 	    (!p->whole && asked.last > p->range.last && !(asked.last == UINT64_MAX && p->to_end)) ||
 	    h->head_len > buf_capacity()) {
-		if (s->pieces) {
+		if (!kp_list_empty(&s->pieces)) {
 			kp_stats.readahead_misses++;
 			drop_far(s);
 		}
@@ -957,10 +946,10 @@ sweep_shelf(struct table_node *n, void *arg)
 	ev_tstamp now = *(const ev_tstamp *)arg;
 	double ttl = cfg_of(s->st)->read_ahead_ttl;
 
-	for (struct ra_piece *p = s->pieces; p; p = p->next)
+	KP_LIST_EACH(p, &s->pieces, struct ra_piece, link)
 		if (p->state == PIECE_HELD && !p->readers && !p->owned && now - p->held_since > ttl)
 			piece_drop(p);
-	if (!s->pieces && now - s->used > ttl)
+	if (kp_list_empty(&s->pieces) && now - s->used > ttl)
 		shelf_free(s);
 }
 
@@ -995,11 +984,10 @@ static void
 free_shelf(struct table_node *n, void *arg)
 {
 	struct ra_shelf *s = container_of(n, struct ra_shelf, node);
+	struct ra_piece *p;
 
 	(void)arg;
-	while (s->pieces) {
-		struct ra_piece *p = s->pieces;
-
+	while ((p = KP_LIST_FIRST(&s->pieces, struct ra_piece, link)) != NULL) {
 		/* A reader still open points at the memory: it is failed and let go first. */
 		memstore_free(&p->mem);
 		p->readers = 0;

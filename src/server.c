@@ -21,6 +21,7 @@
 #if KP_TLS
 #include "kp/intercept.h"
 #endif
+#include "kp/list.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/readahead.h"
@@ -215,7 +216,6 @@ static void
 signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct server *srv = w->data;
-	struct client *c, *next;
 
 	(void)revents;
 	if (srv->env.draining || srv->cfg->grace <= 0) {
@@ -227,10 +227,8 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_io_stop(loop, &srv->accept_watcher);
 	ev_timer_stop(loop, &srv->accept_retry);
 	net_close(&srv->listen_fd);
-	for (c = srv->clients.live; c; c = next) {
-		next = c->next;
+	KP_LIST_EACH_SAFE(c, next, &srv->clients.live, struct client, link)
 		client_stop_if_idle(c);
-	}
 	if (srv->clients.count == 0) {
 		log_info("signal %d: stopping", w->signum);
 		ev_break(loop, EVBREAK_ALL);
@@ -416,7 +414,9 @@ int
 server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
 	memset(srv, 0, sizeof(*srv));
-	srv->stats_page.listen_fd = -1;   /* shut down safely even if init stops early */
+	/* Shut down safely even if init stops before the stats page's own. */
+	srv->stats_page.listen_fd = -1;
+	kp_list_init(&srv->stats_page.conns);
 	srv->loop = loop;
 	srv->cfg = cfg;
 	srv->listen_fd = -1;
@@ -507,14 +507,16 @@ server_run(struct server *srv)
 void
 server_shutdown(struct server *srv)
 {
+	struct client *c;
+
 	if (srv->listen_fd >= 0) {
 		ev_io_stop(srv->loop, &srv->accept_watcher);
 		ev_timer_stop(srv->loop, &srv->accept_retry);
 		net_close(&srv->listen_fd);
 	}
 	stats_page_shutdown(&srv->stats_page);
-	while (srv->clients.live)
-		client_close(srv->clients.live);
+	while ((c = KP_LIST_FIRST(&srv->clients.live, struct client, link)) != NULL)
+		client_close(c);
 	/* After the clients, who may still read what it holds; before the pool its fetches use. */
 	srv->env.hooks = NULL;
 	readahead_free(srv->readahead);

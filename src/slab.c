@@ -39,7 +39,7 @@
 #define SLAB_ALIGN 16
 
 struct slab_block {
-	struct slab_block *prev, *next;   /* the slab's partial list */
+	struct kp_list partial;           /* on the slab's partial list: a slot is free */
 	void *free;                       /* slots given back: each holds the next one's address */
 	unsigned used;                    /* slots in use */
 	unsigned fresh;                   /* slots handed out at least once since it was new */
@@ -63,32 +63,11 @@ void
 slab_init(struct slab *s, size_t size)
 {
 	memset(s, 0, sizeof(*s));
+	kp_list_init(&s->partial);
 	if (size < sizeof(void *))
 		size = sizeof(void *);
 	s->size = (size + SLAB_ALIGN - 1) & ~(size_t)(SLAB_ALIGN - 1);
 	s->per_block = (unsigned)((SLAB_BLOCK - SLAB_HEADER) / s->size);
-}
-
-static void
-link_partial(struct slab *s, struct slab_block *b)
-{
-	b->prev = NULL;
-	b->next = s->partial;
-	if (s->partial)
-		s->partial->prev = b;
-	s->partial = b;
-}
-
-static void
-unlink_partial(struct slab *s, struct slab_block *b)
-{
-	if (b->prev)
-		b->prev->next = b->next;
-	else
-		s->partial = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
-	b->prev = b->next = NULL;
 }
 
 #ifdef SLAB_ASAN
@@ -160,13 +139,13 @@ block_new(struct slab *s)
 void *
 slab_get(struct slab *s)
 {
-	struct slab_block *b = s->partial;
+	struct slab_block *b = KP_LIST_FIRST(&s->partial, struct slab_block, partial);
 	char *p;
 
 	if (!b) {
 		if (!(b = block_new(s)))
 			return NULL;
-		link_partial(s, b);
+		kp_list_insert_head(&s->partial, &b->partial);
 	}
 	if (b->free) {
 		p = b->free;
@@ -177,7 +156,7 @@ slab_get(struct slab *s)
 		unpoison(p, s->size);
 	}
 	if (++b->used == s->per_block)
-		unlink_partial(s, b);
+		kp_list_unlink(&b->partial);
 	memset(p, 0, s->size);
 	return p;
 }
@@ -192,13 +171,13 @@ slab_put(struct slab *s, void *p)
 	b = block_of(p);
 	/* It was full: it has a free slot again. */
 	if (b->used == s->per_block)
-		link_partial(s, b);
+		kp_list_insert_head(&s->partial, &b->partial);
 	memcpy(p, &b->free, sizeof(b->free));
 	b->free = p;
 	poison(p, s->size);
 	if (--b->used > 0)
 		return;
-	unlink_partial(s, b);
+	kp_list_unlink(&b->partial);
 	if (!s->spare) {
 		/* Reused from its first slot, as if new. */
 		b->free = NULL;

@@ -39,7 +39,7 @@ struct page_conn {
 	struct stats_text out;         /* the whole response once the request is in */
 	size_t sent;
 	union dns_addr peer;
-	struct page_conn *prev, *next;
+	struct kp_list link;           /* in sp->conns */
 };
 
 static void
@@ -50,12 +50,7 @@ page_close(struct page_conn *pc)
 	ev_io_stop(loop, &pc->io);
 	ev_timer_stop(loop, &pc->timer);
 	net_close(&pc->fd);
-	if (pc->prev)
-		pc->prev->next = pc->next;
-	else
-		pc->sp->conns = pc->next;
-	if (pc->next)
-		pc->next->prev = pc->prev;
+	kp_list_unlink(&pc->link);
 	free(pc->out.data);
 	free(pc);
 }
@@ -245,10 +240,7 @@ page_accept(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_start(loop, &pc->io);
 		ev_timer_init(&pc->timer, page_timeout, PAGE_TIMEOUT, 0.);
 		ev_timer_start(loop, &pc->timer);
-		pc->next = sp->conns;
-		if (sp->conns)
-			sp->conns->prev = pc;
-		sp->conns = pc;
+		kp_list_insert_head(&sp->conns, &pc->link);
 	}
 }
 
@@ -258,6 +250,7 @@ stats_page_init(struct stats_page *sp, const struct proxy_env *env)
 	const struct kp_config *cfg = env->cfg;
 
 	memset(sp, 0, sizeof(*sp));
+	kp_list_init(&sp->conns);
 	sp->env = env;
 	sp->listen_fd = -1;
 	if (!cfg->stats_addr)
@@ -285,6 +278,8 @@ stats_page_init(struct stats_page *sp, const struct proxy_env *env)
 void
 stats_page_shutdown(struct stats_page *sp)
 {
+	struct page_conn *pc;
+
 	if (sp->listen_fd >= 0) {
 		ev_io_stop(sp->env->loop, &sp->accept_watcher);
 		net_close(&sp->listen_fd);
@@ -294,6 +289,6 @@ stats_page_shutdown(struct stats_page *sp)
 		free(sp->history);
 		sp->history = NULL;
 	}
-	while (sp->conns)
-		page_close(sp->conns);
+	while ((pc = KP_LIST_FIRST(&sp->conns, struct page_conn, link)) != NULL)
+		page_close(pc);
 }

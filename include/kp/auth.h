@@ -20,6 +20,8 @@
 
 #include <ev.h>
 
+#include "kp/list.h"
+
 struct auth;
 struct auth_job;
 struct auth_waiter;
@@ -72,7 +74,7 @@ struct auth_waiter {
 	struct ev_loop *loop;           /* where done() is called; set by the owner */
 	auth_done_fn done;
 	struct auth_job *job;           /* NULL when not waiting */
-	struct auth_waiter *prev, *next;   /* the job's other waiters */
+	struct kp_list link;            /* in the job's waiters while waiting */
 };
 
 /*

@@ -18,6 +18,7 @@
 #include "kp/env.h"
 #include "kp/exchange.h"
 #include "kp/http.h"
+#include "kp/list.h"
 #include "kp/slab.h"
 
 struct client;
@@ -32,8 +33,8 @@ struct tls_session;
  * Also the request states no client holds now, kept for the next request.
  */
 struct client_list {
-	struct client *live;
-	struct client *dead;
+	struct kp_list live;          /* open clients, newest first */
+	struct kp_list dead;          /* closed during this iteration */
 	unsigned count;               /* live */
 	struct slab slab;             /* where the clients live: idle ones packed together */
 	struct client_request *spare; /* request states to take before allocating one */
@@ -61,8 +62,7 @@ struct client {
 	ev_tstamp head_started;       /* first byte of the head being read; 0: none yet */
 	const struct proxy_env *env;
 	struct client_list *list;
-	struct client *prev, *next;   /* the list's live clients */
-	struct client *dead_next;
+	struct kp_list link;          /* in list->live while open, then list->dead until reaped */
 	struct buf *in;               /* bytes from the client; NULL when idle */
 	struct buf *out;              /* a response head or local response to send */
 	bool processing_input;        /* process_input() is on the stack */

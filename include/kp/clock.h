@@ -13,6 +13,8 @@
 
 #include <ev.h>
 
+#include "kp/list.h"
+
 struct clock;
 struct clock_timer;
 
@@ -23,14 +25,18 @@ struct clock_timer {
 	ev_timer ev;                     /* the loop's timer, on the daemon's clock */
 	clock_timer_fn fire;
 	struct clock *clock;
-	ev_tstamp due;                   /* a manual clock's firing time; 0: not armed */
-	struct clock_timer *prev, *next; /* a manual clock's armed timers */
+	ev_tstamp due;                   /* a manual clock's firing time, while armed */
+	struct kp_list armed;            /* on a manual clock's armed list: armed */
 };
 
 struct clock {
 	struct ev_loop *loop;            /* NULL: a manual clock */
 	ev_tstamp now;                   /* a manual clock's time */
-	struct clock_timer *armed;       /* a manual clock's armed timers, unordered */
+	/*
+	 * A manual clock's armed timers, unordered: the most recently armed
+	 * first, which is the one that fires first of those due together.
+	 */
+	struct kp_list armed;
 };
 
 /* The loop's own time. */

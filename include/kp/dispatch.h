@@ -54,6 +54,7 @@
 #include "kp/budget.h"
 #include "kp/clock.h"
 #include "kp/config.h"
+#include "kp/list.h"
 #include "kp/slab.h"
 #include "kp/source.h"
 #include "kp/table.h"
@@ -71,7 +72,11 @@ struct dispatch_waiter {
 
 	/* Dispatch's own, while waiting. */
 	struct dispatch_host *host;          /* queued here, or NULL */
-	struct dispatch_waiter *prev, *next; /* the host's queue, oldest first */
+	/*
+	 * In the host's queue or background queue (host set), or in the list
+	 * of requests pipelined on a connection (piped_on set); each oldest first.
+	 */
+	struct kp_list link;
 	struct dispatch_conn *connect;       /* a connect started for it, still on its way */
 	ev_tstamp since;                     /* when it started waiting */
 	int source;                          /* enum dispatch_source of the last answer */
@@ -111,8 +116,8 @@ struct dispatch {
 	ev_prepare checker;                  /* once per loop iteration: those hosts, then the dead */
 	unsigned max_per_host;               /* connections per host:port, 0: no cap */
 	bool race;                           /* false: a request waits only for its own connect */
-	struct dispatch_conn *live;          /* every open connection, for shutdown */
-	struct dispatch_conn *dead;          /* closed this iteration, freed by the checker */
+	struct kp_list live;                 /* every open connection, newest first, for shutdown */
+	struct kp_list dead;                 /* closed this iteration, freed by the checker */
 	struct slab conns;                   /* where connections live, packed together */
 	unsigned open;                       /* connections open: connecting, busy or idle */
 	unsigned idle;                       /* ... of those, idle in the pool */

@@ -12,6 +12,7 @@
 #include <ev.h>
 
 #include "kp/config.h"
+#include "kp/list.h"
 
 #define DNS_MAX_ADDRS 8
 
@@ -37,7 +38,7 @@ typedef void (*dns_done_fn)(struct dns_waiter *w, const struct dns_addrs *addrs,
 struct dns_waiter {
 	dns_done_fn done;
 	struct dns_query *query;            /* NULL when not waiting */
-	struct dns_waiter *prev, *next;
+	struct kp_list link;                /* in query's waiters while waiting */
 };
 
 int dns_init(struct ev_loop *loop, const struct kp_config *cfg);

@@ -1,17 +1,17 @@
 /*
  * Glue between libev watchers and the objects that embed them: recovering
- * the owner from a watcher, and arming a read/write watcher pair from two
+ * the owner from a watcher (container_of, which list.h defines for links
+ * and watchers alike), and arming a read/write watcher pair from two
  * booleans so callers state what they wait for instead of toggling.
  */
 #ifndef KP_EVGLUE_H
 #define KP_EVGLUE_H
 
 #include <stdbool.h>
-#include <stddef.h>
 
 #include <ev.h>
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#include "kp/list.h"
 
 static inline void
 io_watch(struct ev_loop *loop, ev_io *rio, ev_io *wio, bool readable, bool writable)

@@ -22,6 +22,7 @@
 #include <ev.h>
 
 #include "kp/conn.h"
+#include "kp/list.h"
 #include "kp/source.h"
 
 struct memsource;
@@ -39,7 +40,7 @@ struct memstore {
 	size_t cap;                    /* bytes allocated */
 	size_t bound;                  /* len never passes it */
 	enum memstore_state state;
-	struct memsource *readers;     /* open readers, to wake when bytes come */
+	struct kp_list readers;        /* open readers, newest first, to wake when bytes come */
 };
 
 /*
@@ -71,7 +72,7 @@ struct memsource {
 	bool prepared;
 	bool parked;                   /* a chained reader between stores (memsource_park) */
 	size_t tried_at;               /* the store's length when prepare last said "not yet" */
-	struct memsource *prev, *next; /* the store's readers */
+	struct kp_list link;           /* in the store's readers while open */
 	/*
 	 * A reader that goes on in another store (a split download's pieces):
 	 * asked for more when its window is read to the end, when its store

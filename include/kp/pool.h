@@ -28,6 +28,7 @@
 #include <ev.h>
 
 #include "kp/clock.h"
+#include "kp/list.h"
 
 struct pool;
 struct pool_host;
@@ -41,8 +42,8 @@ struct pool_entry {
 	struct clock_timer expiry;        /* started when the entry goes in */
 	ev_tstamp idle_since;             /* when it went in; the sweep spares the young */
 	struct pool_host *host;           /* NULL while not in the pool */
-	struct pool_entry *host_prev, *host_next;   /* this host's list, newest first */
-	struct pool_entry *all_prev, *all_next;     /* every host's, oldest first */
+	struct kp_list host_link;         /* in this host's list, newest first */
+	struct kp_list all_link;          /* in every host's list, oldest first */
 	struct pool *pool;
 };
 

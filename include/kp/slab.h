@@ -15,12 +15,14 @@
 
 #include <stddef.h>
 
+#include "kp/list.h"
+
 struct slab_block;
 
 struct slab {
 	size_t size;                 /* bytes per object, rounded up for alignment */
 	unsigned per_block;          /* objects a block holds */
-	struct slab_block *partial;  /* blocks with a free slot, the last one freed into first */
+	struct kp_list partial;      /* blocks with a free slot, the last one freed into first */
 	/*
 	 * One empty block kept back, so that an object coming and going at a
 	 * block's edge does not allocate and free a block each time.

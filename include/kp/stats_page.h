@@ -13,6 +13,7 @@
 #include <ev.h>
 
 #include "kp/env.h"
+#include "kp/list.h"
 
 struct history;
 
@@ -20,7 +21,7 @@ struct stats_page {
 	const struct proxy_env *env;
 	int listen_fd;                 /* -1: off */
 	ev_io accept_watcher;
-	struct page_conn *conns;       /* open connections, for shutdown */
+	struct kp_list conns;          /* open connections, newest first, for shutdown */
 	struct history *history;       /* the samples /stats gives for the chart; NULL: off */
 };
 

@@ -695,7 +695,7 @@ shutdown_answers_everyone(void **state)
  */
 
 static const char *
-paths_of(struct dispatch_waiter *w)
+paths_of(const struct kp_list *list)
 {
 	static char out[4][128];
 	static unsigned turn;
@@ -703,7 +703,9 @@ paths_of(struct dispatch_waiter *w)
 	size_t n = 0;
 
 	s[0] = '\0';
-	for (; w; w = w->next)
+	if (!list)
+		return s;
+	KP_LIST_EACH(w, list, struct dispatch_waiter, link)
 		n += (size_t)snprintf(s + n, sizeof(out[0]) - n, "%s/%u", n ? " " : "",
 		                      (unsigned)(container_of(w, struct req, w) - fx.r));
 	return s;
@@ -749,20 +751,20 @@ host_of(const struct dispatch_target *t)
 static const char *
 client_queue(void)
 {
-	return paths_of(host_of(&host_a) ? host_of(&host_a)->oldest : NULL);
+	return paths_of(host_of(&host_a) ? &host_of(&host_a)->queue : NULL);
 }
 
 static const char *
 background_queue(void)
 {
-	return paths_of(host_of(&host_a) ? host_of(&host_a)->bg_oldest : NULL);
+	return paths_of(host_of(&host_a) ? &host_of(&host_a)->bg_queue : NULL);
 }
 
 /* The requests written behind the one in progress on connection i, oldest first. */
 static const char *
 piped_on(unsigned i)
 {
-	return paths_of(conn_of(fakes.made[i])->piped_oldest);
+	return paths_of(&conn_of(fakes.made[i])->pipelined);
 }
 
 static unsigned

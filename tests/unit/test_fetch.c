@@ -1018,7 +1018,7 @@ test_clients_served_from_memory(void **state)
 	assert_int_equal(origin_requests(&fx->origin), 1);
 	assert_int_equal(origin_connections(&fx->origin), 1);
 	/* Both readers let go of the store. */
-	assert_null(f->store.readers);
+	assert_true(kp_list_empty(&f->store.readers));
 }
 
 /* A de-chunked store reaches an HTTP/1.0 client as a body delimited by the close. */

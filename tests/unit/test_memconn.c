@@ -157,13 +157,15 @@ read_one(struct test_reader *t)
 static bool
 is_linked(const struct memstore *s, const struct memsource *m)
 {
-	const struct memsource *prev = NULL;
+	const struct kp_list *prev = &s->readers;
 	bool found = false;
 
-	for (const struct memsource *it = s->readers; it; prev = it, it = it->next) {
-		assert_ptr_equal(it->prev, prev);
+	KP_LIST_EACH(it, &s->readers, const struct memsource, link) {
+		assert_ptr_equal(it->link.prev, prev);
+		prev = &it->link;
 		found = found || it == m;
 	}
+	assert_ptr_equal(s->readers.prev, prev);
 	return found;
 }
 
@@ -497,7 +499,7 @@ test_close_unlinks_and_calls_done_once(void **state)
 
 	memsource_close(&c->m);
 	memsource_close(&a->m);
-	assert_null(f->store.readers);
+	assert_true(kp_list_empty(&f->store.readers));
 	assert_int_equal(a->done, 1);
 	assert_int_equal(c->done, 1);
 }
@@ -542,7 +544,7 @@ test_free_resets_open_readers(void **state)
 	conn_watch(&a->m.src.conn, true, false);
 
 	memstore_free(&f->store);
-	assert_null(f->store.readers);
+	assert_true(kp_list_empty(&f->store.readers));
 	assert_null(a->m.store);
 	assert_null(b->m.store);
 	run(f);
@@ -580,8 +582,8 @@ test_source_ops(void **state)
 	d->m.src.ops->detach(&d->m.src);
 	assert_true(is_linked(&f->store, &d->m));
 	assert_int_equal(d->done, 0);
-	assert_ptr_equal(f->store.readers, &d->m);
-	assert_null(d->m.next);
+	assert_ptr_equal(KP_LIST_FIRST(&f->store.readers, struct memsource, link), &d->m);
+	assert_ptr_equal(KP_LIST_LAST(&f->store.readers, struct memsource, link), &d->m);
 
 	assert_int_equal(a->done, 1);
 	assert_int_equal(b->done, 1);
@@ -592,7 +594,7 @@ test_source_ops(void **state)
 
 	d->m.src.ops->close(&d->m.src);
 	assert_int_equal(d->done, 1);
-	assert_null(f->store.readers);
+	assert_true(kp_list_empty(&f->store.readers));
 }
 
 /* ---- slices ---------------------------------------------------------------- */
