@@ -223,6 +223,18 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 }
 
 /*
+ * Pieces of a download at once, the one read included: on one connection
+ * the one arriving and one behind it; on several, two per connection, so
+ * that connections done with theirs go on while the piece read now, on a
+ * slower one, still arrives.
+ */
+static unsigned
+pieces_ahead(const struct download *d)
+{
+	return d->connections > 1 ? 2 * d->connections : 2;
+}
+
+/*
  * The length of the next piece. On several connections, no longer than lets
  * one piece per connection fit the client's share of the memory (else the
  * share, not the connections, would set how many are in flight), and the
@@ -235,7 +247,7 @@ next_length(const struct download *d)
 	uint64_t size = cfg->split_size;
 
 	if (d->connections > 1) {
-		uint64_t share = cfg->read_ahead_memory / 2 / d->connections;
+		uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
 		uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
 
 		fits -= fits % SPLIT_ROUND;
@@ -293,7 +305,7 @@ ask_next(struct download *d)
 static void
 pump(struct download *d)
 {
-	unsigned ahead = d->connections > 1 ? d->connections : 2;
+	unsigned ahead = pieces_ahead(d);
 	unsigned n;
 
 	if (d->state != DOWNLOAD_RUNNING)
