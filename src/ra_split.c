@@ -698,8 +698,7 @@ conditional(const struct http_head *h, const char *base)
 
 /*
  * The client's bytes, if its request is one to split: the whole object, an
- * open range, or a bounded one longer than a piece (with more than one
- * connection, one long enough to share out).
+ * open range, or a bounded one longer than --split-size.
  */
 static bool
 split_range(const struct download *d, const struct http_head *h, const char *base,
@@ -723,9 +722,13 @@ split_range(const struct download *d, const struct http_head *h, const char *bas
 		*first = asked.first;
 		*last = asked.last;
 		*ranged = true;
-		return asked.last - asked.first + 1 > cfg->split_size ||
-		       (d->connections > 1 &&
-		        asked.last - asked.first + 1 >= (uint64_t)d->connections * COLD_PIECE_MIN);
+		/*
+		 * Not a shorter one, even on several connections: a chunked
+		 * downloader's next ranges go on one warm connection behind it
+		 * (read-ahead), and several cold ones started for its first left
+		 * that one slow (bench/RESULTS.md, back-to-back).
+		 */
+		return asked.last - asked.first + 1 > cfg->split_size;
 	default:
 		return false;
 	}

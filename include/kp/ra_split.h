@@ -52,7 +52,7 @@ bool ra_split_listed(const struct ra_split *sp, const struct http_target *target
  * A source for the client's request whose head is h (spans into base), if
  * it is one to split: a GET without a body or precondition, to a listed
  * host, for the whole object, an open range, or a bounded one longer than a
- * piece (or, with more than one connection, long enough to share out).
+ * piece (--split-size).
  * NULL: forward it as it is.
  */
 struct source *ra_split_serve(struct ra_split *sp, const struct ra_ask *ask,
