@@ -170,11 +170,13 @@ static void
 end_hook(struct exchange *ex, bool complete)
 {
 	void *state = ex->priv.hook_state;
+	struct exchange_view v;
 
 	if (!state)
 		return;
 	ex->priv.hook_state = NULL;
-	ex->priv.env->hooks->ended(state, complete);
+	v = view_of(ex);
+	ex->priv.env->hooks->ended(state, &v, complete);
 }
 
 void

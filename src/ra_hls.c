@@ -33,7 +33,9 @@ struct ra_playlist {
 	size_t path_len;
 	size_t expected;                 /* its Content-Length */
 	size_t len;
-	char text[];                     /* expected bytes, then the path */
+	const char *request;             /* the head the proxy sent for it; NULL: not known */
+	size_t request_len;
+	char text[];                     /* expected bytes, the path, the request */
 };
 
 struct ra_hls {
@@ -240,9 +242,10 @@ ra_hls_heard(struct ra_hls *h, const struct ra_ask *ask, const struct http_head 
 /* ---- reading playlists ------------------------------------------------------------ */
 
 struct ra_playlist *
-ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *resp,
-            const char *rbase)
+ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *req,
+            const char *base, const struct http_head *resp, const char *rbase)
 {
+	size_t request_len = req ? req->head_len : 0;
 	const char *ctype = NULL, *path = ask->target->path;
 	size_t ctype_len = 0, path_len = ask->target->path_len, size;
 	struct ra_playlist *p;
@@ -260,7 +263,7 @@ ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *
 	if (!hls_is_playlist(ctype, ctype_len, path, path_len))
 		return NULL;
 	ra_key_make(&key, ask, path, path_len);
-	size = sizeof(*p) + (size_t)resp->content_length + path_len;
+	size = sizeof(*p) + (size_t)resp->content_length + path_len + request_len;
 	if (!(p = ra_key_keep(&key, size, offsetof(struct ra_playlist, key))))
 		return NULL;
 	p->h = h;
@@ -268,6 +271,12 @@ ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *
 	memcpy(p->text + p->expected, path, path_len);
 	p->path = p->text + p->expected;
 	p->path_len = path_len;
+	/* Kept for a VOD playlist's first segments, asked as the client asked for it. */
+	if (request_len) {
+		memcpy(p->text + p->expected + path_len, base, request_len);
+		p->request = p->text + p->expected + path_len;
+		p->request_len = request_len;
+	}
 	/* As the client wrote it: a playlist's absolute URIs are written the same way. */
 	snprintf(p->origin, sizeof(p->origin), "%s://%s", ask->https ? "https" : "http",
 	         ask->target->authority);
@@ -285,8 +294,35 @@ ra_hls_data(struct ra_playlist *p, const char *data, size_t len)
 	p->len += len;
 }
 
+/*
+ * A finished playlist passed whole to a client that has not followed it
+ * yet: its first segments are fetched, as deep as the depth rule goes for
+ * a path whose figures are this client's so far, as the client would ask
+ * for them (the head it sent for the playlist, for their paths).
+ */
+static void
+start_vod(struct ra_hls *h, const struct ra_ask *ask, const struct ra_playlist *p,
+          const struct hls_playlist *pl)
+{
+	const struct kp_config *cfg = h->env->cfg;
+	struct http_parser ps;
+	struct http_head req;
+	struct ra_path known = ra_store_client_path(h->st, &p->key);
+	unsigned depth = ra_depth(&known, 0, cfg->read_ahead_depth);
+
+	http_parser_init(&ps, HTTP_REQUEST, cfg->max_header_bytes, cfg->max_header_bytes);
+	http_parser_start(&ps, &req);
+	if (http_parse_head(&ps, p->request, p->request_len) != HTTP_PARSE_DONE)
+		return;
+	for (size_t i = 0; i < pl->nsegments && i < depth; i++)
+		if (!pl->segments[i].path ||
+		    !fetch_segment(h, ask, &req, p->request, &pl->segments[i], 0,
+		                   ra_charge_whole(cfg, 0)))
+			break;
+}
+
 void
-ra_hls_close(struct ra_playlist *p, bool complete)
+ra_hls_close(struct ra_playlist *p, const struct ra_ask *ask, bool complete)
 {
 	struct ra_hls *h = p->h;
 	struct held_playlist *held = NULL;
@@ -320,8 +356,10 @@ ra_hls_close(struct ra_playlist *p, bool complete)
 	held->pl = pl;
 	held->used = clock_now(h->env->clock);
 	kp_list_insert_head(&h->playlists, &held->link);
-	log_debug("read-ahead: playlist %.*s: %zu segments", (int)p->path_len, p->path,
-	          pl->nsegments);
+	log_debug("read-ahead: playlist %.*s: %zu segments%s", (int)p->path_len, p->path,
+	          pl->nsegments, pl->endlist ? ", finished" : "");
+	if (pl->endlist && !held->followed && p->request)
+		start_vod(h, ask, p, pl);
 	free(p);
 }
 

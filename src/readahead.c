@@ -68,26 +68,28 @@ heard(void *ctx, const struct exchange_view *v, const struct buf *req_head,
 	struct ra_ask ask = ask_of(v);
 	struct http_parser ps;
 	struct http_head req;
+	const char *base = NULL;
+	double rtt = 0;
 
 	if (v->method != HTTP_GET || !ra->predict)
 		return NULL;
 	/* No head kept (none was sent, or it is gone): nothing to predict from. */
 	if (req_head) {
-		const char *base = buf_head((struct buf *)req_head);
-
+		base = buf_head((struct buf *)req_head);
 		http_parser_init(&ps, HTTP_REQUEST, ra->env->cfg->max_header_bytes,
 		                 ra->env->cfg->max_header_bytes);
 		http_parser_start(&ps, &req);
 		if (http_parse_head(&ps, base, buf_len((struct buf *)req_head)) == HTTP_PARSE_DONE &&
 		    req.method == HTTP_GET && http_request_body_kind(&req) == BODY_NONE &&
 		    !http_wants_upgrade(&req)) {
-			double rtt = conn_path_figures(up).rtt;
-
+			rtt = conn_path_figures(up).rtt;
 			ra_hls_heard(ra->hls, &ask, &req, base, resp, rbase, rtt);
 			ra_range_heard(ra->ranges, &ask, &req, base, resp, rbase, rtt);
+		} else {
+			base = NULL;
 		}
 	}
-	return ra_hls_open(ra->hls, &ask, resp, rbase);
+	return ra_hls_open(ra->hls, &ask, base ? &req : NULL, base, resp, rbase);
 }
 
 static void
@@ -97,9 +99,11 @@ body(void *state, const char *p, size_t len)
 }
 
 static void
-ended(void *state, bool complete)
+ended(void *state, const struct exchange_view *v, bool complete)
 {
-	ra_hls_close(state, complete);
+	struct ra_ask ask = ask_of(v);
+
+	ra_hls_close(state, &ask, complete);
 }
 
 static void

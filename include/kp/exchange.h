@@ -102,8 +102,11 @@ struct exchange_hooks {
 	               const struct http_head *resp, const char *rbase, const struct conn *up);
 	/* Bytes of the body just sent to the asker, as sent (chunk framing included). */
 	void (*body)(void *state, const char *p, size_t len);
-	/* The response ended, whole (complete) or cut: the state is the hook's to free. */
-	void (*ended)(void *state, bool complete);
+	/*
+	 * The response ended, whole (complete) or cut, for the request v shows:
+	 * the state is the hook's to free.
+	 */
+	void (*ended)(void *state, const struct exchange_view *v, bool complete);
 };
 
 /* What the owner tells the exchange about its end's requests: it sets them, the exchange reads. */

@@ -8,6 +8,12 @@
  * next (CMCD's nor and nrr) is followed too. Parsing the playlist and the
  * CMCD fields is hls.c's.
  *
+ * A finished (VOD) playlist's first segments are fetched as soon as it has
+ * passed whole, before the client asks for the first: a player works out
+ * what to ask for meanwhile, and the connection is warm. A live playlist's
+ * are not: where in it a player starts is its own choice (RFC 8216 6.3.3
+ * has it start near the end), so only what it asked for says.
+ *
  * Playlists themselves are never fetched ahead, and only the segments the
  * latest copy of a playlist lists are (a live playlist's window slides).
  * A client that goes on with the segments of another playlist (a variant
@@ -43,16 +49,21 @@ void ra_hls_heard(struct ra_hls *h, const struct ra_ask *ask, const struct http_
                   const char *base, const struct http_head *resp, const char *rbase, double rtt);
 
 /*
- * The response resp to the client's GET, when it is a playlist worth
- * reading (a 200 with a Content-Length of at most HLS_MAX_PLAYLIST): a
- * handle to give its body to; else NULL.
+ * The response resp to the client's GET req (spans into base; NULL: not
+ * known), when it is a playlist worth reading (a 200 with a Content-Length
+ * of at most HLS_MAX_PLAYLIST): a handle to give its body to; else NULL.
  */
 struct ra_playlist *ra_hls_open(struct ra_hls *h, const struct ra_ask *ask,
+                                const struct http_head *req, const char *base,
                                 const struct http_head *resp, const char *rbase);
 /* Body bytes of it, in order, as sent to the client. */
 void ra_hls_data(struct ra_playlist *p, const char *data, size_t len);
-/* The response ended, whole (complete) or not; p is freed either way. */
-void ra_hls_close(struct ra_playlist *p, bool complete);
+/*
+ * The response to ask's request ended, whole (complete) or not; p is freed
+ * either way. A whole VOD playlist (EXT-X-ENDLIST) the client had not
+ * followed yet starts its first segments.
+ */
+void ra_hls_close(struct ra_playlist *p, const struct ra_ask *ask, bool complete);
 
 /* Evicts the playlists nobody followed for longer than --read-ahead-ttl. */
 void ra_hls_sweep(struct ra_hls *h, ev_tstamp now);

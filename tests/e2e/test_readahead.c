@@ -1649,10 +1649,12 @@ curl_get(struct nginx *ng, const char *url, const char *name, uint64_t len)
 
 /*
  * An HLS player through the proxy: curl gets a playlist, then its
- * segments one by one. After the first segment, the ones after it are
- * fetched ahead and served from memory; nginx is asked for each once.
- * A live playlist: nothing it does not list yet is fetched (no 404 at the
- * live edge), and once a newer copy lists more, those are.
+ * segments one by one. A finished (VOD) playlist starts its first two
+ * segments as it passes, and each one answered the ones after it: every
+ * segment comes from memory, and nginx is asked for each once. A live
+ * playlist starts nothing; after its first segment nothing it does not
+ * list yet is fetched (no 404 at the live edge), and once a newer copy
+ * lists more, those are.
  */
 static void
 hls_segments_from_a_playlist(void)
@@ -1679,9 +1681,10 @@ hls_segments_from_a_playlist(void)
 	write_playlist(path, 3, 4, false);
 	start_proxy((const char *const[]){"--read-ahead", NULL});
 
-	/* VOD: segments 1 to 3 come from memory. */
+	/* VOD: segments 0 and 1 start with the playlist; all four come from memory. */
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/vod.m3u8", ng.port);
 	curl_get(&ng, url, "vod.m3u8", 0);
+	metric_becomes("keepalive_proxy_readahead_predicted_total", 2);
 	for (unsigned k = 0; k < 4; k++) {
 		char name[32];
 
@@ -1695,14 +1698,16 @@ hls_segments_from_a_playlist(void)
 	if (count_text(text, "\n") != 5 || count_text(text, "200 \"-\" 262144\n") != 4)
 		fail_msg("nginx logged, expected the playlist and each segment once:\n%s", text);
 	free(text);
-	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_predicted_total"), 3);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_predicted_total"), 4);
 	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_hits_total") +
 	                         stats_metric(stats_port, "keepalive_proxy_readahead_joins_total"),
-	                 3);
+	                 4);
 
 	/* Live: 3 and 4 listed; after 4 nothing is fetched until a newer copy lists 5. */
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/live.m3u8", ng.port);
 	curl_get(&ng, url, "live.m3u8", 0);
+	wait_all_idle(__FILE__, __LINE__);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_predicted_total"), 4);
 	for (unsigned k = 3; k <= 4; k++) {
 		char name[32];
 
@@ -1817,7 +1822,7 @@ serve_variants(struct origin_conn *c, const struct origin_request *req, void *ar
 	for (unsigned k = 0; k < 4; k++)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "#EXTINF:4.0,\n%.2s%u.bin\n",
 		                      path + 1, k);
-	snprintf(text + n, sizeof(text) - n, "#EXT-X-ENDLIST\n");
+	/* Live (no EXT-X-ENDLIST): a finished one would start its first segments as it passes. */
 	origin_reply(c, 200, "Content-Type: application/vnd.apple.mpegurl\r\n", text);
 }
 
@@ -1944,9 +1949,10 @@ hls_variant_switch(void)
 			write_pattern_file(path, seg);
 		}
 	path_join(path, sizeof(path), ng.dir, "www/lo.m3u8");
-	write_named_playlist(path, "lo", 0, 3, true);
+	/* Live ones: a finished playlist would start its first segments as it passes. */
+	write_named_playlist(path, "lo", 0, 3, false);
 	path_join(path, sizeof(path), ng.dir, "www/hi.m3u8");
-	write_named_playlist(path, "hi", 0, 3, true);
+	write_named_playlist(path, "hi", 0, 3, false);
 	/* Long enough that hi2 and hi3 wait for the client however slow the machine. */
 	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-ttl", "3", NULL});
 

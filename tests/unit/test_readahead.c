@@ -1609,11 +1609,11 @@ give_playlist(const struct asker *a, bool complete)
 	           "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.apple.mpegurl\r\n"
 	           "Content-Length: %zu\r\n\r\n",
 	           len);
-	assert_non_null(pl = ra_hls_open(fx.hls, &a->ask, &resp.h, resp.text));
+	assert_non_null(pl = ra_hls_open(fx.hls, &a->ask, NULL, NULL, &resp.h, resp.text));
 	/* The body as it passes, in two sends. */
 	ra_hls_data(pl, text, 100);
 	ra_hls_data(pl, text + 100, len - 100);
-	ra_hls_close(pl, complete);
+	ra_hls_close(pl, &a->ask, complete);
 }
 
 static void
@@ -1713,6 +1713,70 @@ segments_after_the_one_answered_are_fetched(void **state)
 		client_done(src);
 		assert_int_equal(kp_stats.readahead_hits, 1);
 	}
+}
+
+/* A playlist of four segments, s1.ts to s4.ts, passing whole to a's request for it. */
+static void
+pass_playlist(const struct asker *a, bool endlist)
+{
+	struct text_head req, resp;
+	char text[512];
+	size_t len;
+	struct ra_playlist *pl;
+
+	len = (size_t)snprintf(text, sizeof(text),
+	                       "#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXT-X-MEDIA-SEQUENCE:0\n"
+	                       "#EXTINF:4.0,\ns1.ts\n#EXTINF:4.0,\ns2.ts\n#EXTINF:4.0,\ns3.ts\n"
+	                       "#EXTINF:4.0,\ns4.ts\n%s",
+	                       endlist ? "#EXT-X-ENDLIST\n" : "");
+	head_parse(&req, HTTP_REQUEST,
+	           "GET %.*s HTTP/1.1\r\nHost: media.example\r\nUser-Agent: player/1\r\n\r\n",
+	           (int)a->target.path_len, a->target.path);
+	head_parse(&resp, HTTP_RESPONSE,
+	           "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.apple.mpegurl\r\n"
+	           "Content-Length: %zu\r\n\r\n",
+	           len);
+	assert_non_null(pl = ra_hls_open(fx.hls, &a->ask, &req.h, req.text, &resp.h, resp.text));
+	ra_hls_data(pl, text, len);
+	ra_hls_close(pl, &a->ask, true);
+}
+
+/*
+ * Rule (ra_hls.h): a finished (VOD) playlist passing whole starts its
+ * first segments, as deep as the depth rule goes with the path not known
+ * (two), asked as the client asked for the playlist; again and again as a
+ * downloader fetches the playlist more than once, it starts nothing more,
+ * nor once the client follows it. A live playlist starts nothing.
+ */
+static void
+a_vod_playlist_starts_its_first_segments(void **state)
+{
+	struct asker vod, live, seg;
+
+	(void)state;
+	asker_init(&live, "192.0.2.1", 40000, "http://media.example/live/index.m3u8");
+	pass_playlist(&live, false);
+	assert_int_equal(fakes.n, 0);
+
+	asker_init(&vod, "192.0.2.1", 40000, "http://media.example/vod/index.m3u8");
+	pass_playlist(&vod, true);
+	assert_string_equal(fetched_since(0), "/vod/s1.ts, /vod/s2.ts");
+	assert_string_equal(fakes.started[0].head, "GET /vod/s1.ts HTTP/1.1\r\n"
+	                                           "Host: media.example\r\nUser-Agent: player/1\r\n"
+	                                           "\r\n");
+	assert_int_equal(fakes.started[0].how, DISPATCH_AHEAD);
+	pass_playlist(&vod, true);
+	pass_playlist(&vod, true);
+	assert_int_equal(fakes.n, 2);
+
+	/* The client takes s1 from memory and goes on: the series follows from there. */
+	asker_init(&seg, "192.0.2.1", 40000, "http://media.example/vod/s1.ts");
+	answer_segment(whole_piece(&seg, "/vod/s1.ts"), 0.125);
+	segment_heard(&seg, "/vod/s1.ts", NULL, 0);
+	assert_string_equal(fetched_since(2), "/vod/s3.ts");
+	/* Given again after it was followed, it starts nothing. */
+	pass_playlist(&vod, true);
+	assert_int_equal(fakes.n, 3);
 }
 
 /*
@@ -1865,7 +1929,7 @@ heard_without_a_request_head(void **state)
 	reading = hooks->heard(hooks->ctx, &v, NULL, &pl_resp.h, pl_resp.text, &up);
 	assert_non_null(reading);
 	hooks->body(reading, playlist, strlen(playlist));
-	hooks->ended(reading, true);
+	hooks->ended(reading, &v, true);
 	assert_int_equal(fakes.n, 2);
 	/* ... and followed once a segment of it is answered. */
 	asker_init(&pl, "192.0.2.1", 40000, "http://o.example/v/s1.ts");
@@ -1905,6 +1969,7 @@ main(void)
 		TEST(another_object_drops_what_is_held_of_the_old),
 		TEST(refused_piece_stops_the_range_series),
 		TEST(another_object_starts_the_series_afresh),
+		TEST(a_vod_playlist_starts_its_first_segments),
 		TEST(segments_after_the_one_answered_are_fetched),
 		TEST(variant_switch_ends_the_old_playlists_far_fetches),
 		TEST(cmcd_next_object_is_fetched),
