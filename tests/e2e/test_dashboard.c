@@ -383,7 +383,9 @@ check_counters(const char *dom, const char *s, unsigned *bad)
 	static const char *const counts[] = {
 		"requests_total", "upstream_reused_total", "requests_on_freed_connection_total",
 		"requests_on_new_connection_total", "local_responses_total", "queue_waits_total",
-		"queued_requests",
+		"queued_requests", "split_downloads_total", "split_pieces_total",
+		"split_resumes_total", "split_declined_total", "split_mismatches_total",
+		"split_backoffs_total",
 	};
 	static const char *const byte_counts[] = {
 		"bytes_to_clients_total", "bytes_to_upstreams_total", "bytes_spliced_total",

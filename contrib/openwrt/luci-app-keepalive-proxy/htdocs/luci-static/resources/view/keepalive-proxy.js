@@ -133,6 +133,10 @@ const statusRows = [
 	[ 'readahead', _('… from read-ahead'),
 		(s) => count((s.readahead_hits_total || 0) + (s.readahead_joins_total || 0)) ],
 	[ 'local', _('… answered by the proxy itself'), (s) => count(s.local_responses_total) ],
+	[ 'split', _('Split downloads'),
+		(s) => _('%s in pieces, %s pieces resumed, %s cut off (changed), %s hosts backed off to one connection')
+			.format(count(s.split_downloads_total || 0), count(s.split_resumes_total || 0),
+				count(s.split_mismatches_total || 0), count(s.split_backoffs_total || 0)) ],
 	[ 'warm', _('Warm connections, waiting for the next request'),
 		(s) => breakdown(s.idle_upstream_connections, s.idle_per_host) ],
 	[ 'open', _('Connections open'),
