@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stddef.h>
@@ -113,6 +114,29 @@ parse_unsigned(const char *s, unsigned long min, unsigned long max, unsigned lon
 	if (errno || *end != '\0' || v < min || v > max)
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* A number of bytes, with K, M or G after it for KiB, MiB or GiB, as people write sizes. */
+static int
+parse_size(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	static const char units[] = "kmg";
+	char number[32];
+	const char *unit;
+	size_t len = strlen(s);
+	unsigned long v, scale = 1;
+
+	if (len && len < sizeof(number) && (unit = strchr(units, s[len - 1] | 0x20)) != NULL) {
+		memcpy(number, s, len - 1);
+		number[len - 1] = '\0';
+		for (const char *u = units; u <= unit; u++)
+			scale *= 1024;
+		s = number;
+	}
+	if (parse_unsigned(s, 0, ULONG_MAX / scale, &v) < 0 || v * scale < min || v * scale > max)
+		return -1;
+	*out = v * scale;
 	return 0;
 }
 
@@ -486,6 +510,7 @@ config_usage(FILE *out)
 	fputs("Usage: keepalive-proxy [options]\n"
 	      "       keepalive-proxy --check-host [--json] [options] [URL]\n"
 	      "HTTP forward proxy that keeps upstream connections alive.\n"
+	      "BYTES may end in K, M or G (KiB, MiB, GiB): --split-size 8M.\n"
 	      "\n",
 	      out);
 	for (const struct config_option *o = config_options; o->name; o++) {
@@ -552,7 +577,7 @@ option_apply(struct kp_config *cfg, const struct config_option *o, const char *a
 		*(unsigned *)field = (unsigned)n;
 		return NULL;
 	case CONFIG_OPT_SIZE:
-		if (parse_unsigned(arg, o->min, o->max, &n) < 0)
+		if (parse_size(arg, o->min, o->max, &n) < 0)
 			return o->bad;
 		*(size_t *)field = n;
 		return NULL;

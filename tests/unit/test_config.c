@@ -638,6 +638,38 @@ test_option_table_is_well_formed(void **state)
 	assert_true(n > 40);
 }
 
+/* Sizes take K, M or G (KiB, MiB, GiB), either case; the limits hold after the unit. */
+static void
+test_size_units(void **state)
+{
+	static const struct {
+		const char *arg;
+		size_t want;   /* 0: refused */
+	} cases[] = {
+		{"67108864", 67108864}, {"64M", 67108864}, {"64m", 67108864},
+		{"65536K", 67108864},   {"1G", 1073741824}, {"1g", 1073741824},
+		{"1023K", 0},           {"M", 0},           {"-1M", 0},
+		{"64 M", 0},            {"64MB", 0},        {"1T", 0},
+		{"18014398509481984G", 0}, {"4294967296G", 0},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		struct outcome o;
+
+		RUN(&o, "--read-ahead-memory", (char *)cases[i].arg);
+		if (cases[i].want) {
+			assert_int_equal(o.result, CONFIG_RUN);
+			assert_int_equal(o.cfg.read_ahead_memory, cases[i].want);
+		} else {
+			if (o.result != CONFIG_ERROR)
+				fail_msg("--read-ahead-memory %s was taken", cases[i].arg);
+			assert_non_null(strstr(o.err, "read-ahead memory must be"));
+		}
+		outcome_free(&o);
+	}
+}
+
 /* The ranges the error messages state; a number option added or changed must be listed. */
 static const struct {
 	const char *name;
@@ -1254,6 +1286,7 @@ main(void)
 		cmocka_unit_test(test_option_limits),
 		cmocka_unit_test(test_read_ahead_memory_cap_fits_size_t),
 		cmocka_unit_test(test_option_fields),
+		cmocka_unit_test(test_size_units),
 		cmocka_unit_test(test_option_values),
 		cmocka_unit_test(test_option_missing_or_extra_value),
 		cmocka_unit_test(test_short_alias_is_long_name),
