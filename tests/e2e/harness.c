@@ -899,7 +899,11 @@ proxy_log_count(struct proxy *p, const char *text)
 	return n;
 }
 
-/* Counts the summary lines in the daemon's log; *last gets a copy of the newest. */
+/*
+ * Counts the summary lines in the daemon's log; *last gets a copy of the
+ * newest. A line still being written (no newline yet) does not count: a
+ * read of the file does not wait for a write in progress to it.
+ */
 static unsigned
 count_stats_lines(struct proxy *p, char *last, size_t size)
 {
@@ -908,6 +912,8 @@ count_stats_lines(struct proxy *p, char *last, size_t size)
 	unsigned n = 0;
 
 	for (at = log; at && (at = strstr(at, marker)) != NULL; at += sizeof(marker) - 1) {
+		if (!strchr(at, '\n'))
+			break;
 		found = at + 2;
 		n++;
 	}

@@ -14,8 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "harness.h"
 
@@ -851,6 +854,24 @@ origin_read_body(struct origin_conn *c, const struct origin_request *req)
 	if (c->fd < 0)
 		return false;
 	return read_body(c, cur, body_length(cur));
+}
+
+bool
+origin_wait_delivered(struct origin_conn *c, int max_ms)
+{
+	double deadline = now_s() + max_ms / 1000.0;
+	int queued = 0;
+
+	while (c->fd >= 0 && !c->origin->stopping) {
+		if (ioctl(c->fd, SIOCOUTQ, &queued) != 0)
+			return false;
+		if (queued == 0)
+			return true;
+		if (now_s() >= deadline)
+			return false;
+		sleep_ms(1);
+	}
+	return false;
 }
 
 void

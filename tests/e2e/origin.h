@@ -135,6 +135,12 @@ bool origin_send_continue(struct origin_conn *c);
 /* Reads the body of an Expect: 100-continue request (a no-op if already read). */
 bool origin_read_body(struct origin_conn *c, const struct origin_request *req);
 
+/*
+ * Waits until the peer has acknowledged every byte sent (the send queue is
+ * empty), so that a reset after it loses nothing in flight; false if that
+ * takes more than max_ms, or the connection is gone.
+ */
+bool origin_wait_delivered(struct origin_conn *c, int max_ms);
 /* Close (FIN) after what was sent; no further requests on this connection. */
 void origin_close(struct origin_conn *c);
 /* Close with a reset (SO_LINGER 0). */
