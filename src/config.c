@@ -604,9 +604,10 @@ option_apply(struct kp_config *cfg, const struct config_option *o, const char *a
 	return NULL;
 }
 
-enum config_parse_result
-config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name, FILE *out,
-             FILE *err)
+/* Applies every option of argv in turn; stops at --help, --version or the first refused. */
+static enum config_parse_result
+apply_options(struct kp_config *cfg, int argc, char **argv, const char *tls_name, FILE *out,
+              FILE *err)
 {
 	struct option longopts[NOPTIONS + 1];
 	char shortopts[2 * NOPTIONS + 2] = ":";
@@ -659,28 +660,28 @@ config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name,
 			return CONFIG_ERROR;
 		}
 	}
-	/* One word may follow --check-host: the URL whose path it should judge. */
-	if (cfg->check_host && optind == argc - 1)
-		cfg->check_url = argv[optind++];
-	if (optind < argc) {
-		fprintf(err, "keepalive-proxy: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return CONFIG_ERROR;
-	}
+	return CONFIG_RUN;
+}
+
+/* Do the options hold together? False with the reason on err. */
+static bool
+options_agree(struct kp_config *cfg, const char *tls_name, FILE *err)
+{
 	if (cfg->check_json && !cfg->check_host) {
 		fprintf(err, "keepalive-proxy: --json goes with --check-host\n");
-		return CONFIG_ERROR;
+		return false;
 	}
 	if (cfg->max_url_bytes > cfg->max_header_bytes)
 		cfg->max_url_bytes = cfg->max_header_bytes;
 	if ((cfg->nintercept || cfg->make_ca_dir) && !tls_name) {
 		fprintf(err, "keepalive-proxy: --intercept and --make-ca need TLS, and this binary was "
 		             "built without it (-DKP_TLS=OFF)\n");
-		return CONFIG_ERROR;
+		return false;
 	}
 	if (cfg->nintercept && !cfg->make_ca_dir && (!cfg->ca_cert || !cfg->ca_key)) {
 		fprintf(err, "keepalive-proxy: --intercept needs --ca-cert and --ca-key (make a CA "
 		             "with --make-ca DIR)\n");
-		return CONFIG_ERROR;
+		return false;
 	}
 	/* A piece must fit a client's share of the memory, or nothing is ever split. */
 	if (cfg->nsplit && cfg->split_size + cfg->max_header_bytes + 1024 > cfg->read_ahead_memory / 2) {
@@ -688,13 +689,13 @@ config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name,
 		             "--read-ahead-memory (half of %zu bytes, less a head): raise "
 		             "--read-ahead-memory or lower --split-size\n",
 		        cfg->split_size, cfg->read_ahead_memory);
-		return CONFIG_ERROR;
+		return false;
 	}
 	if (cfg->stats_addr && !cfg->nallow && !config_bind_is_loopback(cfg->stats_addr)) {
 		fprintf(err, "keepalive-proxy: a stats page on %s without --allow would show anyone "
 		             "who reaches it what the proxy does; list who may read it with --allow\n",
 		        cfg->stats_addr);
-		return CONFIG_ERROR;
+		return false;
 	}
 	if (!cfg->nallow && !cfg->auth_file && !config_bind_is_loopback(cfg->bind_addr)) {
 		fprintf(err, "keepalive-proxy: listening on %s without --allow or --auth-file would "
@@ -702,7 +703,25 @@ config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name,
 		             "CIDR (--allow 0.0.0.0/0 or ::/0 to serve anyone), or require "
 		             "--auth-file\n",
 		        cfg->bind_addr);
+		return false;
+	}
+	return true;
+}
+
+enum config_parse_result
+config_parse(struct kp_config *cfg, int argc, char **argv, const char *tls_name, FILE *out,
+             FILE *err)
+{
+	enum config_parse_result r = apply_options(cfg, argc, argv, tls_name, out, err);
+
+	if (r != CONFIG_RUN)
+		return r;
+	/* One word may follow --check-host: the URL whose path it should judge. */
+	if (cfg->check_host && optind == argc - 1)
+		cfg->check_url = argv[optind++];
+	if (optind < argc) {
+		fprintf(err, "keepalive-proxy: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return CONFIG_ERROR;
 	}
-	return CONFIG_RUN;
+	return options_agree(cfg, tls_name, err) ? CONFIG_RUN : CONFIG_ERROR;
 }

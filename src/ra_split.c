@@ -39,7 +39,7 @@ enum host_note {
 };
 
 struct host_memo {
-	char host[256];
+	char host[272];                /* host:port, the pool key */
 	enum host_note note;
 	ev_tstamp until;   /* 0: slot free */
 };
@@ -80,6 +80,7 @@ struct download {
 	char validator[VALIDATOR_MAX];
 	size_t validator_len;
 	unsigned connections;          /* pieces fetched at once, at most */
+	bool counted;                  /* in split_downloads: more than one piece */
 	unsigned most_in_flight;
 	struct slot ring[PIECES_MAX];
 	unsigned head, count;          /* ring[head]: the piece read now */
@@ -150,7 +151,7 @@ ra_split_listed(const struct ra_split *sp, const struct http_target *target)
 unsigned
 ra_split_connections(const struct ra_split *sp, const struct http_target *target)
 {
-	if (!ra_split_listed(sp, target) || memo_find(sp, target->host, HOST_BACKED_OFF))
+	if (!ra_split_listed(sp, target) || memo_find(sp, target->key, HOST_BACKED_OFF))
 		return 1;
 	return sp->env->cfg->split_connections;
 }
@@ -224,7 +225,8 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 
 /*
  * Pieces of a download at once, the one read included: on one connection
- * the one arriving and one behind it; on several, two per connection, so
+ * the one arriving and one behind it, asked before the first is in so that
+ * no round trip falls between them; on several, two per connection, so
  * that connections done with theirs go on while the piece read now, on a
  * slower one, still arrives.
  */
@@ -235,9 +237,9 @@ pieces_ahead(const struct download *d)
 }
 
 /*
- * The length of the next piece. On several connections, no longer than lets
- * one piece per connection fit the client's share of the memory (else the
- * share, not the connections, would set how many are in flight), and the
+ * The length of the next piece: no longer than lets pieces_ahead() of them
+ * fit the client's share of the memory (else the share, not the rule,
+ * would set how many are on their way), and on several connections the
  * first ones shorter still, so that a cold download starts on all of them.
  */
 static uint64_t
@@ -245,15 +247,12 @@ next_length(const struct download *d)
 {
 	const struct kp_config *cfg = cfg_of(d);
 	uint64_t size = cfg->split_size;
+	uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
+	uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
 
-	if (d->connections > 1) {
-		uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
-		uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
-
-		fits -= fits % SPLIT_ROUND;
-		if (fits < size)
-			size = fits > COLD_PIECE_MIN ? fits : COLD_PIECE_MIN;
-	}
+	fits -= fits % SPLIT_ROUND;
+	if (fits < size)
+		size = fits > COLD_PIECE_MIN ? fits : COLD_PIECE_MIN;
 	if (d->connections > 1 && d->pieces_asked < d->connections) {
 		uint64_t cold = size / d->connections;
 
@@ -306,13 +305,17 @@ static void
 pump(struct download *d)
 {
 	unsigned ahead = pieces_ahead(d);
+	/* On one connection the piece behind is asked while the one before arrives. */
+	unsigned fetching = d->connections > 1 ? d->connections : 2;
 	unsigned n;
 
 	if (d->state != DOWNLOAD_RUNNING)
 		return;
-	while (d->count < ahead && in_flight(d) < d->connections && ask_next(d))
+	while (d->count < ahead && in_flight(d) < fetching && ask_next(d))
 		;
 	n = in_flight(d);
+	if (n > d->connections)
+		n = d->connections;
 	if (n > d->most_in_flight)
 		d->most_in_flight = n;
 }
@@ -424,8 +427,13 @@ prepare_first(struct memsource *m)
 	if (!parse_response(mem, cfg_of(d)->max_header_bytes, &ps, &h))
 		return mem->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : not_split(d, "no answer");
 	if (h.status == 200) {
-		/* The whole object for a bounded Range: this host serves no ranges. */
-		memo_note(d->sp, d->target.host, HOST_WHOLE, NO_RANGES_SECONDS);
+		/*
+		 * The whole object for a bounded Range: this host serves no ranges,
+		 * unless it answered so because it encoded the answer (nginx's gzip
+		 * drops a Range), which says nothing of its other objects.
+		 */
+		if (bytes_as_stored(&h, mem->data))
+			memo_note(d->sp, d->target.key, HOST_WHOLE, NO_RANGES_SECONDS);
 		return not_split(d, "the origin answered a range with the whole object");
 	}
 	if (h.status != 206 || !ranges_answered(&h, mem->data, &got, &complete) ||
@@ -468,8 +476,10 @@ prepare_first(struct memsource *m)
 	m->until = h.head_len + (size_t)(got.last - got.first + 1);
 	d->window_first = got.first;
 	d->state = DOWNLOAD_RUNNING;
-	if (d->want_last > got.last)
+	if (d->want_last > got.last) {
 		kp_stats.split_downloads++;
+		d->counted = true;
+	}
 	snprintf(d->word, sizeof(d->word), "split");
 	pump(d);
 	return 1;
@@ -501,6 +511,7 @@ prepare_piece(struct memsource *m)
 		}
 		log_info("split %s%.*s: the origin refused a piece (%u) on one connection: cut",
 		         d->target.key, (int)d->key.path_len, d->key.path, h.status);
+		kp_stats.split_mismatches++;
 		d->mismatch = true;
 		return -1;
 	}
@@ -552,7 +563,7 @@ read_piece(struct download *d, struct ra_piece *p, uint64_t first)
 static void
 back_off(struct download *d)
 {
-	if (memo_note(d->sp, d->target.host, HOST_BACKED_OFF, BACKOFF_SECONDS))
+	if (memo_note(d->sp, d->target.key, HOST_BACKED_OFF, BACKOFF_SECONDS))
 		log_info("split %s: the origin refused a second connection; one for %g s",
 		         d->target.key, BACKOFF_SECONDS);
 	kp_stats.split_backoffs++;
@@ -628,6 +639,18 @@ resume(struct download *d, uint64_t from)
 	return 1;
 }
 
+/* The object's next byte the client is to get: what it was given of the piece read now. */
+static uint64_t
+next_byte(const struct download *d)
+{
+	const struct memsource *m = &d->m;
+	uint64_t from = d->window_first;
+
+	if (m->prepared && m->offset > d->window_at)
+		from += m->offset - d->window_at;
+	return from;
+}
+
 /*
  * The reader's window is read to its end, or its piece failed: on to the
  * next piece, the rest of this one asked again, or the end (-1: EOF, -2:
@@ -638,11 +661,8 @@ next_window(struct memsource *m)
 {
 	struct download *d = m->owner;
 	struct slot *s = slot_at(d, 0);
-	uint64_t from = d->window_first;
+	uint64_t from = next_byte(d);
 
-	/* What the client was given of this piece. */
-	if (m->prepared && m->offset > d->window_at)
-		from += m->offset - d->window_at;
 	if (d->state == DOWNLOAD_FIRST || d->mismatch)
 		return -2;
 	if (from > d->want_last) {
@@ -671,8 +691,17 @@ download_done(struct memsource *m)
 {
 	struct download *d = m->owner;
 
-	kp_stats.split_connections_used += d->most_in_flight;
+	/* Summed over the downloads split_downloads counts, so that the two divide. */
+	if (d->counted)
+		kp_stats.split_connections_used += d->most_in_flight;
 	clock_timer_stop(&d->retry);
+	/*
+	 * The piece read now was served as far as the client got: all of the
+	 * last one when the answer ended at its end (the exchange asks no more
+	 * once the length is sent), part of one the client left in.
+	 */
+	if (d->count && d->state == DOWNLOAD_RUNNING && next_byte(d) > slot_at(d, 0)->first)
+		pop_piece(d, next_byte(d) - slot_at(d, 0)->first);
 	while (d->count)
 		pop_piece(d, 0);
 	buf_put(d->request);
@@ -743,7 +772,7 @@ ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_
 
 	if (h->method != HTTP_GET || http_request_body_kind(h) != BODY_NONE ||
 	    http_wants_upgrade(h) || !ra_split_listed(sp, ask->target) ||
-	    memo_find(sp, ask->target->host, HOST_WHOLE) || conditional(h, base) ||
+	    memo_find(sp, ask->target->key, HOST_WHOLE) || conditional(h, base) ||
 	    h->head_len > buf_capacity() || !(d = calloc(1, sizeof(*d) + ask->target->path_len)))
 		return NULL;
 	d->sp = sp;

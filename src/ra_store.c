@@ -211,18 +211,32 @@ charge(struct ra_store *st, struct ra_share *sh, size_t bytes, bool add)
 
 /* ---- pieces: dropped, and freed at a known point ----------------------------------- */
 
+/* Parses the head at the start of len bytes into h; false if it is not one whole head. */
+static bool
+parse_head(llhttp_type_t type, const char *p, size_t len, size_t max, struct http_parser *ps,
+           struct http_head *h)
+{
+	http_parser_init(ps, type, max, max);
+	http_parser_start(ps, h);
+	return http_parse_head(ps, p, len) == HTTP_PARSE_DONE;
+}
+
 /* What was fetched and never given to a client. */
 static uint64_t
 unserved_bytes(const struct ra_piece *p)
 {
-	uint64_t fetched = p->mem.len;
+	struct http_parser ps;
+	struct http_head h;
+	uint64_t body;
 
+	/* The head is not the download's: the body only, none before the head is whole. */
+	if (!p->mem.data || !parse_head(HTTP_RESPONSE, p->mem.data, p->mem.len,
+	                                cfg_of(p->shelf->st)->max_header_bytes, &ps, &h))
+		return 0;
+	body = p->mem.len - h.head_len;
 	if (p->whole)
-		return p->served ? 0 : fetched;
-	/* The head is not the download's: count the body only, as far as it is known. */
-	if (fetched > p->range.last - p->range.first + 1)
-		fetched = p->range.last - p->range.first + 1;
-	return fetched > p->served ? fetched - p->served : 0;
+		return p->served ? 0 : body;
+	return body > p->served ? body - p->served : 0;
 }
 
 static void
@@ -722,16 +736,6 @@ ra_depth(const struct ra_path *path, uint64_t length, unsigned most)
 }
 
 /* ---- serving ---------------------------------------------------------------------- */
-
-/* Parses the head at the start of len bytes into h; false if it is not one whole head. */
-static bool
-parse_head(llhttp_type_t type, const char *p, size_t len, size_t max, struct http_parser *ps,
-           struct http_head *h)
-{
-	http_parser_init(ps, type, max, max);
-	http_parser_start(ps, h);
-	return http_parse_head(ps, p, len) == HTTP_PARSE_DONE;
-}
 
 /*
  * The client's request and the proxy's carry the same credentials and

@@ -189,7 +189,8 @@ static const struct metric metrics[] = {
 	{"split_resumes_total", "counter", "Pieces asked again from where a broken fetch stopped.",
 	 &kp_stats.split_resumes},
 	{"split_mismatches_total", "counter",
-	 "Pieces of another version than the first: their client was cut off there.",
+	 "Pieces not as asked (another version or range, refused on one connection): their "
+	 "client was cut off there.",
 	 &kp_stats.split_mismatches},
 	{"split_backoffs_total", "counter",
 	 "Second connections refused (401, 403, 429, 503): the host got one for 10 minutes.",

@@ -83,7 +83,7 @@ struct kp_stats {
 	uint64_t split_declined;       /* first pieces that could not be split: the origin answered */
 	uint64_t split_pieces;         /* pieces asked for split downloads, resumes included */
 	uint64_t split_resumes;        /* pieces asked again from where a broken fetch stopped */
-	uint64_t split_mismatches;     /* pieces of another version: their client cut off there */
+	uint64_t split_mismatches;     /* pieces not as asked: their client cut off there */
 	uint64_t split_backoffs;       /* refusals of a second connection: the host got one */
 	uint64_t split_connections_used; /* the most connections each download had at once, summed */
 	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
