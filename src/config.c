@@ -1,8 +1,6 @@
 #include "kp/config.h"
 
-#if KP_TLS
 #include "kp/hostpattern.h"
-#endif
 
 #include <errno.h>
 #include <getopt.h>
