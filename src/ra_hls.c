@@ -93,7 +93,6 @@ fetch_segment(struct ra_hls *h, const struct ra_ask *ask, const struct http_head
 	};
 	struct ra_key key;
 	struct ra_fetch f = {.ask = ask, .key = &key, .range = seg->range, .whole = !seg->has_range};
-	ssize_t n;
 
 	ra_key_make(&key, ask, seg->path, seg->path_len);
 	if (ra_store_has(h->st, &key, seg->has_range ? &seg->range : NULL))
@@ -105,15 +104,7 @@ fetch_segment(struct ra_hls *h, const struct ra_ask *ask, const struct http_head
 		f.expect = expect;
 		f.charge = charge;
 	}
-	if (!(f.request = buf_get()))
-		return false;
-	n = http_write_edited_head(buf_tail(f.request), buf_room(f.request), req, base, &edit);
-	if (n < 0) {
-		buf_put(f.request);
-		return false;
-	}
-	f.request->end += (size_t)n;
-	return ra_store_fetch(h->st, &f);
+	return ra_fetch_request(&f, req, base, &edit) && ra_store_fetch(h->st, &f);
 }
 
 /*

@@ -81,15 +81,8 @@ series_stop(struct ra_range *r, struct ra_series *s)
 static bool
 keep_identity(struct ra_series *s, const struct object_identity *id, const char *base)
 {
-	size_t n = id->etag.len + id->last_modified.len;
-
-	if (n > sizeof(s->id_text))
+	if (!ranges_identity_copy(&s->id, s->id_text, sizeof(s->id_text), id, base))
 		return false;
-	memcpy(s->id_text, base + id->etag.off, id->etag.len);
-	memcpy(s->id_text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
-	s->id = *id;
-	s->id.etag.off = 0;
-	s->id.last_modified.off = id->etag.len;
 	s->has_identity = true;
 	return true;
 }
@@ -115,18 +108,9 @@ fetch_next(struct ra_range *r, struct ra_series *s, const struct ra_ask *ask,
 		.ask = ask, .key = &s->key, .range = *next, .to_end = next->last == complete - 1,
 		.expect = length, .identity = &s->id, .identity_base = s->id_text,
 	};
-	ssize_t n;
 
 	f.charge = ra_charge_range(r->env->cfg, length);
-	if (!(f.request = buf_get()))
-		return false;
-	n = http_write_edited_head(buf_tail(f.request), buf_room(f.request), req, base, &edit);
-	if (n < 0) {
-		buf_put(f.request);
-		return false;
-	}
-	f.request->end += (size_t)n;
-	return ra_store_fetch(r->st, &f);
+	return ra_fetch_request(&f, req, base, &edit) && ra_store_fetch(r->st, &f);
 }
 
 void

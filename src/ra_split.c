@@ -196,7 +196,6 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 	struct http_parser ps;
 	struct http_head req;
 	struct ra_piece *p;
-	ssize_t n;
 
 	if (d->validator_len) {
 		edit.if_range = d->validator;
@@ -205,18 +204,10 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 	f.charge = ra_charge_range(cfg, f.expect);
 	http_parser_init(&ps, HTTP_REQUEST, cfg->max_header_bytes, cfg->max_header_bytes);
 	http_parser_start(&ps, &req);
-	if (!f.charge || http_parse_head(&ps, buf_head(d->request), buf_len(d->request)) !=
-	                         HTTP_PARSE_DONE ||
-	    !(f.request = buf_get()))
-		return NULL;
-	n = http_write_edited_head(buf_tail(f.request), buf_room(f.request), &req,
-	                           buf_head(d->request), &edit);
-	if (n < 0) {
-		buf_put(f.request);
-		return NULL;
-	}
-	f.request->end += (size_t)n;
-	if (!(p = ra_store_fetch_owned(d->sp->st, &f, piece_ended, d)))
+	if (!f.charge ||
+	    http_parse_head(&ps, buf_head(d->request), buf_len(d->request)) != HTTP_PARSE_DONE ||
+	    !ra_fetch_request(&f, &req, buf_head(d->request), &edit) ||
+	    !(p = ra_store_fetch_owned(d->sp->st, &f, piece_ended, d)))
 		return NULL;
 	kp_stats.split_pieces++;
 	d->pieces_asked++;

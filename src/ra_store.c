@@ -442,6 +442,24 @@ piece_at(const struct ra_shelf *s, uint64_t first)
 	return NULL;
 }
 
+bool
+ra_fetch_request(struct ra_fetch *f, const struct http_head *req, const char *base,
+                 const struct http_head_edit *edit)
+{
+	ssize_t n;
+
+	if (!(f->request = buf_get()))
+		return false;
+	n = http_write_edited_head(buf_tail(f->request), buf_room(f->request), req, base, edit);
+	if (n < 0) {
+		buf_put(f->request);
+		f->request = NULL;
+		return false;
+	}
+	f->request->end += (size_t)n;
+	return true;
+}
+
 size_t
 ra_charge_range(const struct kp_config *cfg, uint64_t length)
 {
@@ -476,15 +494,8 @@ fits(const struct ra_store *st, const struct ra_share *sh, size_t charge)
 static bool
 keep_identity(struct ra_piece *p, const struct object_identity *id, const char *base)
 {
-	size_t n = id->etag.len + id->last_modified.len;
-
-	if (n > sizeof(p->id_text))
+	if (!ranges_identity_copy(&p->id, p->id_text, sizeof(p->id_text), id, base))
 		return false;
-	memcpy(p->id_text, base + id->etag.off, id->etag.len);
-	memcpy(p->id_text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
-	p->id = *id;
-	p->id.etag.off = 0;
-	p->id.last_modified.off = id->etag.len;
 	p->has_identity = true;
 	return true;
 }

@@ -246,6 +246,20 @@ is_weak(const char *base, struct http_span etag)
 }
 
 bool
+ranges_identity_copy(struct object_identity *out, char *text, size_t size,
+                     const struct object_identity *id, const char *base)
+{
+	if (id->etag.len + id->last_modified.len > size)
+		return false;
+	memcpy(text, base + id->etag.off, id->etag.len);
+	memcpy(text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
+	*out = *id;
+	out->etag.off = 0;
+	out->last_modified.off = id->etag.len;
+	return true;
+}
+
+bool
 ranges_same_object(const struct object_identity *a, const char *abase,
                    const struct object_identity *b, const char *bbase)
 {

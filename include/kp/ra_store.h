@@ -88,6 +88,14 @@ struct ra_fetch {
 };
 
 /*
+ * Writes f->request, from a buffer of its own: the head req (spans into
+ * base) as edit changes it. False, with nothing kept, when there is no
+ * buffer or the head does not fit one.
+ */
+bool ra_fetch_request(struct ra_fetch *f, const struct http_head *req, const char *base,
+                      const struct http_head_edit *edit);
+
+/*
  * Memory a piece may take: its body and its head. For a range of length
  * bytes, that; for a whole object after one of length bytes (0: not
  * known), half again as much, as the objects a player asks for in turn are

@@ -111,6 +111,14 @@ bool ranges_identity(const struct http_head *resp, const char *base,
                      struct object_identity *id);
 
 /*
+ * Copies *id (spans into base) to *out with its text in text[size]: the
+ * ETag, then Last-Modified; out's spans then point into text. False when
+ * the two do not fit.
+ */
+bool ranges_identity_copy(struct object_identity *out, char *text, size_t size,
+                          const struct object_identity *id, const char *base);
+
+/*
  * May a piece described by b be joined to one described by a? Only when
  * nothing says they differ and whatever can prove sameness agrees:
  * - the same complete length, known: two lengths are two objects;
