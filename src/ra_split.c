@@ -240,14 +240,16 @@ next_length(const struct download *d)
 	uint64_t size = cfg->split_size;
 	uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
 	uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
+	/* Never past --split-size: an origin may serve nothing longer at full speed. */
+	uint64_t least = size < COLD_PIECE_MIN ? size : COLD_PIECE_MIN;
 
 	fits -= fits % SPLIT_ROUND;
 	if (fits < size)
-		size = fits > COLD_PIECE_MIN ? fits : COLD_PIECE_MIN;
+		size = fits > least ? fits : least;
 	if (d->connections > 1 && d->pieces_asked < d->connections) {
 		uint64_t cold = size / d->connections;
 
-		size = cold > COLD_PIECE_MIN ? cold : COLD_PIECE_MIN;
+		size = cold > least ? cold : least;
 	}
 	return size;
 }

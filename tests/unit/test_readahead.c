@@ -2,7 +2,9 @@
  * Read-ahead's rules without an origin, each a table where it is one: the
  * store's (a share per client and the memory in all, the TTL, stop on a
  * seek but let a nearly done fetch finish, serve exactly the piece asked
- * to its own client), ra_depth, the range and the HLS predictors, and the
+ * to its own client), ra_depth, the range and the HLS predictors, the
+ * rules of splitting a download that need the clock or no socket (piece
+ * sizes, the back-off, the memory of hosts that answer whole), and the
  * seam's heard hook when no request head was kept.
  *
  * ra_store.c is included, so its pieces and shelves can be looked at, and
@@ -32,6 +34,7 @@
 
 #include "kp/ra_hls.h"
 #include "kp/ra_range.h"
+#include "kp/ra_split.h"
 #include "kp/readahead.h"
 
 /* The object the store's cases fetch pieces of. */
@@ -1872,6 +1875,284 @@ cmcd_next_object_is_fetched(void **state)
 	}
 }
 
+/* ---- splitting a download (ra_split) ---------------------------------------------- */
+
+/* The object split downloads ask for: longer than a few pieces of any size below. */
+#define SPLIT_OBJ (1024u * 1024)
+
+static struct ra_split *
+split_new(size_t split_size, unsigned connections)
+{
+	struct ra_split *sp;
+
+	fx.cfg.split[0] = "o.example";
+	fx.cfg.nsplit = 1;
+	fx.cfg.split_size = split_size;
+	fx.cfg.split_connections = connections;
+	sp = ra_split_new(&fx.env, fx.st);
+	assert_non_null(sp);
+	return sp;
+}
+
+/* The client's GET (Range spec or NULL) reaches ra_split: its source, or NULL. */
+static struct source *
+split_asks(struct ra_split *sp, const struct asker *a, const char *range)
+{
+	struct text_head req;
+	struct source *src;
+	char range_line[128] = "";
+
+	if (range)
+		snprintf(range_line, sizeof(range_line), "Range: bytes=%s\r\n", range);
+	head_parse(&req, HTTP_REQUEST, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", a->url,
+	           a->target.authority, range_line);
+	src = ra_split_serve(sp, &a->ask, &req.h, req.text);
+	if (src)
+		src->reader = &fx.reader;
+	return src;
+}
+
+/* The bytes a started fetch asked for, from its Range. */
+static struct byte_range
+asked_range(const struct started *s)
+{
+	const char *r = strstr(s->head, "\r\nRange: bytes=");
+	unsigned long long first, last;
+
+	assert_non_null(r);
+	assert_int_equal(sscanf(r, "\r\nRange: bytes=%llu-%llu", &first, &last), 2);
+	return (struct byte_range){first, last};
+}
+
+/* The origin answers a piece as a 206 of the asked bytes of an object of complete bytes. */
+static void
+answer_of(struct ra_piece *p, const char *fields, uint64_t complete)
+{
+	char head[1024];
+	uint64_t last = p->range.last < complete ? p->range.last : complete - 1;
+
+	answer_begins(p);
+	arrive(p, head, range_head(head, sizeof(head), fields, p->range.first, last, complete));
+	arrive_body(p, p->range.first, last - p->range.first + 1);
+	answer_ends(p, 206);
+}
+
+/* The origin refuses a piece with status and an empty body. */
+static void
+refuse_piece(struct ra_piece *p, int status)
+{
+	char head[128];
+	int n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", status,
+	                 http_status_reason(status));
+
+	answer_begins(p);
+	arrive(p, head, (size_t)n);
+	answer_ends(p, status);
+}
+
+/* What a split download's client was given, head and body. */
+static struct {
+	char got[SPLIT_OBJ + 4096];
+	size_t len;
+} taken;
+
+/* The client reads what src yields now; the status that stopped it. */
+static enum move_status
+split_read(struct source *src)
+{
+	size_t n;
+	enum move_status ms = read_all(src, taken.got + taken.len, sizeof(taken.got) - taken.len, &n);
+
+	taken.len += n;
+	return ms;
+}
+
+/*
+ * The client reads src to its end while the origin answers every fetch
+ * started from *answered on, as a V1 object of complete bytes; loop
+ * iterations and the clock go on between reads. The body it got (the head
+ * skipped) is checked byte for byte; its length is returned.
+ */
+static uint64_t
+split_read_through(struct source *src, unsigned *answered, uint64_t complete)
+{
+	const char *body, *end;
+
+	for (unsigned round = 0; round < 1000; round++) {
+		enum move_status ms;
+
+		while (*answered < fakes.n)
+			answer_of(fakes.started[(*answered)++].piece, V1, complete);
+		if ((ms = split_read(src)) == MOVE_EOF)
+			break;
+		assert_int_equal(ms, MOVE_AGAIN);
+		iteration_ends();
+		clock_advance(&fx.clock, 0.05);
+	}
+	body = memmem(taken.got, taken.len, "\r\n\r\n", 4);
+	assert_non_null(body);
+	body += 4;
+	end = taken.got + taken.len;
+	for (const char *c = body; c < end; c++)
+		if (*c != pattern((uint64_t)(c - body)))
+			fail_msg("byte %td of the body is not the object's", c - body);
+	return (uint64_t)(end - body);
+}
+
+/*
+ * Rule: no piece is longer than --split-size, whatever the connections
+ * and the memory make of the rest (an origin may serve nothing longer at
+ * full speed); the pieces cover the object in order, each byte once.
+ */
+static void
+pieces_are_never_longer_than_the_split_size(void **state)
+{
+	static const struct {
+		size_t split_size;
+		unsigned connections;
+	} rows[] = {
+		{64 * 1024, 1}, {64 * 1024, 4}, {128 * 1024, 2}, {256 * 1024, 4}, {448 * 1024, 1},
+		{448 * 1024, 2},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct ra_split *sp = split_new(rows[i].split_size, rows[i].connections);
+		unsigned answered = 0;
+		uint64_t next = 0;
+		struct asker a;
+		struct source *src;
+
+		fakes.n = 0;
+		taken.len = 0;
+		asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
+		src = split_asks(sp, &a, NULL);
+		assert_non_null(src);
+		assert_int_equal(split_read_through(src, &answered, SPLIT_OBJ), SPLIT_OBJ);
+		for (unsigned f = 0; f < fakes.n; f++) {
+			struct byte_range r = asked_range(&fakes.started[f]);
+
+			if (r.last - r.first + 1 > rows[i].split_size || r.first != next)
+				fail_msg("row %zu: piece %u asked bytes %llu-%llu", i, f,
+				         (unsigned long long)r.first, (unsigned long long)r.last);
+			next = r.last + 1;
+		}
+		assert_true(next >= SPLIT_OBJ);
+		client_done(src);
+		iteration_ends();
+		ra_split_free(sp);
+		assert_int_equal(kp_stats.readahead_bytes_held, 0);
+	}
+}
+
+/*
+ * Rule: a 403 to a piece on the second connection backs the host off to one
+ * connection for ten minutes, by the clock; the piece is asked again, with
+ * If-Range, on one, and the client gets every byte.
+ */
+static void
+refused_second_connection_backs_off_for_ten_minutes(void **state)
+{
+	struct ra_split *sp = split_new(64 * 1024, 2);
+	unsigned answered;
+	struct asker a;
+	struct source *src;
+
+	(void)state;
+	taken.len = 0;
+	asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
+	assert_int_equal(ra_split_connections(sp, &a.target), 2);
+	src = split_asks(sp, &a, NULL);
+	assert_non_null(src);
+	assert_string_equal(fetched_since(0), "/big bytes=0-65535, /big bytes=65536-131071");
+	answer_of(fakes.started[0].piece, V1, SPLIT_OBJ);
+	refuse_piece(fakes.started[1].piece, 403);
+	answered = fakes.n;
+	assert_int_equal(split_read(src), MOVE_AGAIN);
+	assert_int_equal(kp_stats.split_backoffs, 1);
+	assert_int_equal(ra_split_connections(sp, &a.target), 1);
+	/* The refused piece again, on one connection, of the version the first piece was. */
+	assert_true(fakes.n > answered);
+	assert_int_equal(asked_range(&fakes.started[fakes.n - 1]).first, 65536);
+	assert_non_null(strstr(fakes.started[fakes.n - 1].head, "\r\nIf-Range: \"v1\"\r\n"));
+	/*
+	 * What was asked on the refused connection's behalf is dropped, not
+	 * answered. The pieces after the refetch go where it went, a pooled
+	 * or freed connection or behind a busy one, never a new one: one
+	 * connection.
+	 */
+	answered = fakes.n;
+	answer_of(fakes.started[answered - 1].piece, V1, SPLIT_OBJ);
+	assert_int_equal(split_read(src), MOVE_AGAIN);
+	assert_string_equal(fetched_since(answered), "/big bytes=131072-196607, /big bytes=196608-262143");
+	assert_int_equal(fakes.started[answered].how, DISPATCH_AHEAD);
+	assert_int_equal(fakes.started[answered + 1].how, DISPATCH_AHEAD);
+	assert_int_equal(split_read_through(src, &answered, SPLIT_OBJ), SPLIT_OBJ);
+	assert_int_equal(kp_stats.split_mismatches, 0);
+	assert_int_equal(kp_stats.split_resumes, 1);
+	client_done(src);
+	iteration_ends();
+	assert_int_equal(kp_stats.readahead_bytes_held, 0);
+	clock_advance(&fx.clock, 599);
+	assert_int_equal(ra_split_connections(sp, &a.target), 1);
+	clock_advance(&fx.clock, 2);
+	assert_int_equal(ra_split_connections(sp, &a.target), 2);
+	ra_split_free(sp);
+}
+
+/*
+ * Rule: a host that answers a bounded Range with the whole object is not
+ * split for ten minutes, by the clock, and the origin answers the client
+ * itself (the source fails before a byte); unless the answer was encoded,
+ * which says nothing of the host's other objects.
+ */
+static void
+whole_answer_keeps_the_host_unsplit_for_ten_minutes(void **state)
+{
+	static const struct {
+		const char *fields;
+		bool remembered;
+	} rows[] = {
+		{V1, true},
+		{"Content-Encoding: gzip\r\n" V1, false},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct ra_split *sp = split_new(64 * 1024, 1);
+		struct asker a;
+		struct source *src;
+
+		fakes.n = 0;
+		taken.len = 0;
+		asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
+		src = split_asks(sp, &a, NULL);
+		assert_non_null(src);
+		assert_string_equal(fetched_since(0), "/big bytes=0-65535");
+		answer_whole(fakes.started[0].piece, 200, rows[i].fields);
+		assert_int_equal(split_read(src), MOVE_ERROR);
+		assert_int_equal(taken.len, 0);
+		assert_int_equal(kp_stats.split_declined, i + 1);
+		client_done(src);
+		iteration_ends();
+		src = split_asks(sp, &a, NULL);
+		if (rows[i].remembered) {
+			assert_null(src);
+			assert_int_equal(fakes.n, 1);
+			clock_advance(&fx.clock, 599);
+			assert_null(split_asks(sp, &a, NULL));
+			clock_advance(&fx.clock, 2);
+			src = split_asks(sp, &a, NULL);
+		}
+		assert_non_null(src);
+		assert_int_equal(fakes.n, 2);
+		client_done(src);
+		iteration_ends();
+		assert_int_equal(kp_stats.readahead_bytes_held, 0);
+		ra_split_free(sp);
+	}
+}
+
 /* ---- the seam ------------------------------------------------------------------ */
 
 /*
@@ -1973,6 +2254,9 @@ main(void)
 		TEST(segments_after_the_one_answered_are_fetched),
 		TEST(variant_switch_ends_the_old_playlists_far_fetches),
 		TEST(cmcd_next_object_is_fetched),
+		TEST(pieces_are_never_longer_than_the_split_size),
+		TEST(refused_second_connection_backs_off_for_ten_minutes),
+		TEST(whole_answer_keeps_the_host_unsplit_for_ten_minutes),
 		TEST(heard_without_a_request_head),
 	};
 	int failed;
