@@ -1912,6 +1912,26 @@ split_asks(struct ra_split *sp, const struct asker *a, const char *range)
 	return src;
 }
 
+/* What a split download's client was given, head and body. */
+static struct {
+	char got[SPLIT_OBJ + 4096];
+	size_t len;
+} taken;
+
+/* A client's GET without Range for a split object: its source, nothing asked or taken before. */
+static struct source *
+split_download(struct ra_split *sp, struct asker *a)
+{
+	struct source *src;
+
+	fakes.n = 0;
+	taken.len = 0;
+	asker_init(a, "192.0.2.1", 40000, "http://o.example/big");
+	src = split_asks(sp, a, NULL);
+	assert_non_null(src);
+	return src;
+}
+
 /* The bytes a started fetch asked for, from its Range. */
 static struct byte_range
 asked_range(const struct started *s)
@@ -1949,12 +1969,6 @@ refuse_piece(struct ra_piece *p, int status)
 	arrive(p, head, (size_t)n);
 	answer_ends(p, status);
 }
-
-/* What a split download's client was given, head and body. */
-static struct {
-	char got[SPLIT_OBJ + 4096];
-	size_t len;
-} taken;
 
 /* The client reads what src yields now; the status that stopped it. */
 static enum move_status
@@ -2023,11 +2037,7 @@ pieces_are_never_longer_than_the_split_size(void **state)
 		struct asker a;
 		struct source *src;
 
-		fakes.n = 0;
-		taken.len = 0;
-		asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
-		src = split_asks(sp, &a, NULL);
-		assert_non_null(src);
+		src = split_download(sp, &a);
 		assert_int_equal(split_read_through(src, &answered, SPLIT_OBJ), SPLIT_OBJ);
 		for (unsigned f = 0; f < fakes.n; f++) {
 			struct byte_range r = asked_range(&fakes.started[f]);
@@ -2059,11 +2069,8 @@ refused_second_connection_backs_off_for_ten_minutes(void **state)
 	struct source *src;
 
 	(void)state;
-	taken.len = 0;
-	asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
+	src = split_download(sp, &a);
 	assert_int_equal(ra_split_connections(sp, &a.target), 2);
-	src = split_asks(sp, &a, NULL);
-	assert_non_null(src);
 	assert_string_equal(fetched_since(0), "/big bytes=0-65535, /big bytes=65536-131071");
 	answer_of(fakes.started[0].piece, V1, SPLIT_OBJ);
 	refuse_piece(fakes.started[1].piece, 403);
@@ -2123,11 +2130,7 @@ whole_answer_keeps_the_host_unsplit_for_ten_minutes(void **state)
 		struct asker a;
 		struct source *src;
 
-		fakes.n = 0;
-		taken.len = 0;
-		asker_init(&a, "192.0.2.1", 40000, "http://o.example/big");
-		src = split_asks(sp, &a, NULL);
-		assert_non_null(src);
+		src = split_download(sp, &a);
 		assert_string_equal(fetched_since(0), "/big bytes=0-65535");
 		answer_whole(fakes.started[0].piece, 200, rows[i].fields);
 		assert_int_equal(split_read(src), MOVE_ERROR);
