@@ -31,8 +31,10 @@ sh "$here/contrib/openwrt/debian-source.sh" "$work" libev
 # keepalive-proxy with llhttp built in; MinSizeRel as a router build would be.
 # The plain package's build: no TLS (the host's OpenSSL is built for glibc).
 # musl-gcc is a wrapper: CMake finds no musl-gcc-ar for link-time
-# optimisation, and the host's gcc-ar is the same compiler's.
-CC=musl-gcc cmake -S "$here" -B "$work/build" -DCMAKE_BUILD_TYPE=MinSizeRel \
+# optimisation, and the host's gcc-ar is the same compiler's. No build
+# RPATH: it would name the temporary libev directory, gone after this
+# script and free for anyone on the machine to create.
+CC=musl-gcc cmake -S "$here" -B "$work/build" -DCMAKE_BUILD_TYPE=MinSizeRel -DCMAKE_SKIP_BUILD_RPATH=ON \
 	-DCMAKE_C_COMPILER_AR="$(command -v gcc-ar)" -DCMAKE_C_COMPILER_RANLIB="$(command -v gcc-ranlib)" \
 	-DKP_BUILD_TESTS=OFF -DKP_BUILD_BENCH=OFF -DKP_WERROR=ON -DKP_TLS=OFF \
 	-DLIBEV_INCLUDE_DIR="$work/musl/include" -DLIBEV_LIBRARY="$work/musl/lib/libev.so" >/dev/null

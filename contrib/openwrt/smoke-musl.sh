@@ -37,5 +37,10 @@ for m in "CONNECT inside an intercepted connection" "refused the certificate mad
 		exit 1
 	fi
 done
+# A library path baked in would be the build machine's, not the router's.
+if readelf -d "$out/keepalive-proxy" | grep -qE '\((RPATH|RUNPATH)\)'; then
+	echo "the binary names a library path of the build: $(readelf -d "$out/keepalive-proxy" | grep -E 'R(UN)?PATH')" >&2
+	exit 1
+fi
 echo "musl build: $(wc -c < "$out/keepalive-proxy") bytes stripped ($(( $(wc -c < "$out/keepalive-proxy") / 1024 )) KiB), idle RSS $rss KiB, a proxied request OK"
 readelf -d "$out/keepalive-proxy" | awk '/NEEDED/ { print "  needs " $NF }'
