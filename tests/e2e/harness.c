@@ -750,6 +750,158 @@ harness_start_nginx(const char *dir, const char *conf, const char *errlog, const
 	return -1;
 }
 
+static void
+nginx_files_configure(void *arg)
+{
+	struct nginx_files *ng = arg;
+	char text[4096], ssl[800] = "";
+	int n;
+
+	ng->port = free_port();
+	if (ng->tls)
+		snprintf(ssl, sizeof(ssl),
+		         " ssl;\n        ssl_certificate %s/origin.crt;\n"
+		         "        ssl_certificate_key %s/origin.key",
+		         ng->dir, ng->dir);
+	/* .bin is served as video: yt-dlp takes only media for a direct link. */
+	n = snprintf(text, sizeof(text),
+	             "pid %s/nginx.pid;\n"
+	             "error_log %s/error.log info;\n"
+	             "events { worker_connections 64; }\n"
+	             "http {\n"
+	             "    default_type application/octet-stream;\n"
+	             "    types { video/mp4 bin; }\n"
+	             "    log_format kp '%s';\n"
+	             "    access_log %s kp;\n"
+	             "    client_body_temp_path %s/tmp_body;\n"
+	             "    proxy_temp_path %s/tmp_proxy;\n"
+	             "    fastcgi_temp_path %s/tmp_fastcgi;\n"
+	             "    uwsgi_temp_path %s/tmp_uwsgi;\n"
+	             "    scgi_temp_path %s/tmp_scgi;\n"
+	             "    keepalive_timeout 60s;\n"
+	             "    keepalive_requests 10000;\n"
+	             "    server {\n"
+	             "        listen 127.0.0.1:%d%s;\n"
+	             "        root %s/www;\n"
+	             "    }\n"
+	             "}\n",
+	             ng->dir, ng->dir, ng->log_format, ng->access_log, ng->dir, ng->dir, ng->dir,
+	             ng->dir, ng->dir, ng->port, ssl, ng->dir);
+	if (n < 0 || (size_t)n >= sizeof(text))
+		fail_msg("the nginx configuration does not fit");
+	write_text_file(ng->conf, text);
+}
+
+static void
+nginx_files_stop(void *arg)
+{
+	struct nginx_files *ng = arg;
+
+	if (ng->pid > 0)
+		stop_process(ng->pid, SIGQUIT, 5000);
+	ng->pid = 0;
+}
+
+void
+nginx_files_start(struct nginx_files *ng, const char *dir, bool tls, const char *log_format,
+                  const char *file, uint64_t len)
+{
+	char path[300], name[64], errlog[300], out[300];
+	int *const ports[] = {&ng->port};
+
+	memset(ng, 0, sizeof(*ng));
+	ng->tls = tls;
+	ng->log_format = log_format;
+	snprintf(ng->dir, sizeof(ng->dir), "%s", dir);
+	path_join(ng->conf, sizeof(ng->conf), ng->dir, "nginx.conf");
+	path_join(ng->access_log, sizeof(ng->access_log), ng->dir, "access.log");
+	path_join(path, sizeof(path), ng->dir, "www");
+	if (mkdir(path, 0755) != 0)
+		fail_msg("mkdir %s: %s", path, strerror(errno));
+	snprintf(name, sizeof(name), "www/%s", file);
+	path_join(path, sizeof(path), ng->dir, name);
+	write_pattern_file(path, len);
+	harness_watch_log(ng->access_log, "nginx access log");
+	path_join(errlog, sizeof(errlog), ng->dir, "error.log");
+	path_join(out, sizeof(out), ng->dir, "nginx.out");
+	ng->pid =
+		harness_start_nginx(ng->dir, ng->conf, errlog, out, nginx_files_configure, ng, ports, 1);
+	harness_defer(nginx_files_stop, ng);
+}
+
+void
+run_ok(const char *const argv[], const char *log)
+{
+	int rc = run_process(argv, log, 60000);
+
+	if (rc != 0) {
+		char *text = read_file_all(log, NULL);
+
+		print_error("%s exited with %d:\n", argv[0], rc);
+		for (size_t i = 0; argv[i]; i++)
+			print_error(" '%s'", argv[i]);
+		print_error("\n%s\n", text ? text : "");
+		free(text);
+		fail();
+	}
+}
+
+bool
+proxy_has_tls(void)
+{
+	char log[300];
+	const char *argv[] = {getenv("KP_BINARY"), "-V", NULL};
+	char *text;
+	bool tls;
+
+	path_join(log, sizeof(log), harness_temp_dir(), "version");
+	if (!argv[0])
+		fail_msg("KP_BINARY is not set");
+	run_ok(argv, log);
+	text = read_file_all(log, NULL);
+	tls = text && !strstr(text, "TLS: none");
+	free(text);
+	return tls;
+}
+
+uint64_t
+pattern_range_fnv(uint64_t first, uint64_t len)
+{
+	uint8_t block[65536];
+	uint64_t h = FNV1A64_INIT;
+
+	while (len > 0) {
+		size_t n = len < sizeof(block) ? (size_t)len : sizeof(block);
+
+		pattern_fill(block, first, n);
+		h = fnv1a64(h, block, n);
+		first += n;
+		len -= n;
+	}
+	return h;
+}
+
+static int
+compare_words(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void
+sorted_words(const char *in, char *out, size_t size)
+{
+	char copy[8192], *words[512], *save = NULL, *w;
+	size_t n = 0, used = 0;
+
+	snprintf(copy, sizeof(copy), "%s", in);
+	for (w = strtok_r(copy, " ", &save); w && n < 512; w = strtok_r(NULL, " ", &save))
+		words[n++] = w;
+	qsort(words, n, sizeof(words[0]), compare_words);
+	out[0] = '\0';
+	for (size_t i = 0; i < n && used < size; i++)
+		used += (size_t)snprintf(out + used, size - used, " %s", words[i]);
+}
+
 /* ---- The proxy ---- */
 
 void

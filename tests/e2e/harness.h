@@ -117,6 +117,34 @@ pid_t harness_start_nginx(const char *dir, const char *conf, const char *errlog,
                           void (*configure)(void *arg), void *arg, int *const ports[],
                           size_t nports);
 
+/* A private nginx serving one file of pattern bytes from dir/www. */
+struct nginx_files {
+	pid_t pid;
+	int port;
+	bool tls;                 /* HTTPS with dir/origin.crt and origin.key, for localhost */
+	const char *log_format;   /* the access log's line, in nginx's log_format syntax */
+	char dir[256];
+	char conf[300];
+	char access_log[300];
+};
+/*
+ * Starts nginx in dir (which must exist) serving len pattern bytes as
+ * dir/www/file (.bin served as video/mp4, as a downloader expects of a
+ * direct media link), logging each request as log_format says; stopped at
+ * teardown. ng must outlive the case.
+ */
+void nginx_files_start(struct nginx_files *ng, const char *dir, bool tls, const char *log_format,
+                       const char *file, uint64_t len);
+
+/* Runs a program to completion, its output into log; fails the test unless it exits 0. */
+void run_ok(const char *const argv[], const char *log);
+/* True unless the proxy under test ($KP_BINARY) was built without TLS (-V says "TLS: none"). */
+bool proxy_has_tls(void);
+/* The FNV-1a hash of len pattern bytes from offset first (as fnv1a64 over them). */
+uint64_t pattern_range_fnv(uint64_t first, uint64_t len);
+/* The space-separated words of in, sorted, each after a space, into out. */
+void sorted_words(const char *in, char *out, size_t size);
+
 /* ---- The proxy under test ---- */
 
 struct proxy {

@@ -1067,3 +1067,37 @@ origin_echo_all(struct origin_conn *c, void *arg)
 	(void)arg;
 	origin_echo(c, 5000, NULL);
 }
+
+bool
+origin_parse_range(const char *v, uint64_t size, uint64_t *first, uint64_t *last, bool *open)
+{
+	unsigned long long a, b;
+	int n = 0, m = 0;
+	bool to_end;
+
+	if (strncmp(v, "bytes=", 6) != 0)
+		return false;
+	v += 6;
+	to_end = false;
+	if (*v == '-') {
+		if (sscanf(v + 1, "%llu%n", &b, &m) != 1 || v[1 + m] || b == 0)
+			return false;
+		*first = b >= size ? 0 : size - b;
+		*last = size - 1;
+	} else {
+		if (sscanf(v, "%llu-%n", &a, &n) != 1 || n == 0 || a >= size)
+			return false;
+		*first = a;
+		*last = size - 1;
+		to_end = v[n] == '\0';
+		if (!to_end) {
+			if (sscanf(v + n, "%llu%n", &b, &m) != 1 || v[n + m] || b < a)
+				return false;
+			if (b < *last)
+				*last = b;
+		}
+	}
+	if (open)
+		*open = to_end;
+	return true;
+}

@@ -107,6 +107,13 @@ void origin_assert_clean(struct origin *o, const char *file, int line);
 
 /* ---- For handlers ---- */
 
+/*
+ * A Range field's single range (bytes=a-b, a- or -n) of an object of size
+ * bytes, as first..last clipped to the object; *open (if not NULL) says
+ * whether it was a-. False for anything else, or a range past the end.
+ */
+bool origin_parse_range(const char *v, uint64_t size, uint64_t *first, uint64_t *last, bool *open);
+
 unsigned origin_conn_no(const struct origin_conn *c);
 bool origin_send(struct origin_conn *c, const void *data, size_t len);
 bool origin_sendf(struct origin_conn *c, const char *fmt, ...)

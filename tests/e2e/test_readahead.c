@@ -113,39 +113,6 @@ take_twist(const char *path, uint64_t first)
 	return TWIST_NONE;
 }
 
-/*
- * "bytes=S-E", "bytes=S-" or "bytes=-N" of an object of size bytes; false
- * when it is none of those or cannot be satisfied.
- */
-static bool
-parse_range(const char *v, uint64_t size, uint64_t *first, uint64_t *last)
-{
-	unsigned long long a, b;
-	int n = 0, m = 0;
-
-	if (strncmp(v, "bytes=", 6) != 0)
-		return false;
-	v += 6;
-	if (*v == '-') {
-		if (sscanf(v + 1, "%llu%n", &b, &m) != 1 || v[1 + m] || b == 0)
-			return false;
-		*first = b >= size ? 0 : size - b;
-		*last = size - 1;
-		return true;
-	}
-	if (sscanf(v, "%llu-%n", &a, &n) != 1 || n == 0 || a >= size)
-		return false;
-	*first = a;
-	*last = size - 1;
-	if (v[n] == '\0')
-		return true;
-	if (sscanf(v + n, "%llu%n", &b, &m) != 1 || v[n + m] || b < a)
-		return false;
-	if (b < size - 1)
-		*last = b;
-	return true;
-}
-
 /* The multipart/byteranges body for the ranges r[0]-r[1] and r[2]-r[3]. */
 static char *
 multipart_body(const uint64_t r[4], uint64_t size, size_t *len)
@@ -242,7 +209,7 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		send_multipart(c, range);
 		return;
 	}
-	if (!parse_range(range, obj.size, &first, &last)) {
+	if (!origin_parse_range(range, obj.size, &first, &last, NULL)) {
 		origin_sendf(c,
 		             "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%llu\r\n"
 		             "Content-Length: 0\r\n\r\n",
@@ -335,28 +302,6 @@ origin_ranges(struct origin *og, const char *path, char *list, size_t size)
 		                         range ? range : "(none)");
 	}
 	return list;
-}
-
-static int
-compare_words(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The space-separated words of in, sorted, into out (of the same size as in). */
-static void
-sorted_words(const char *in, char *out, size_t size)
-{
-	char copy[4096], *words[256], *save = NULL, *w;
-	size_t n = 0, used = 0;
-
-	snprintf(copy, sizeof(copy), "%s", in);
-	for (w = strtok_r(copy, " ", &save); w && n < 256; w = strtok_r(NULL, " ", &save))
-		words[n++] = w;
-	qsort(words, n, sizeof(words[0]), compare_words);
-	out[0] = '\0';
-	for (size_t i = 0; i < n && used < size; i++)
-		used += (size_t)snprintf(out + used, size - used, " %s", words[i]);
 }
 
 /*
@@ -539,23 +484,6 @@ static uint64_t
 grown(uint64_t n)
 {
 	return (n * 20 + 18) / 19;
-}
-
-static uint64_t
-pattern_range_fnv(uint64_t first, uint64_t len)
-{
-	uint8_t block[65536];
-	uint64_t h = FNV1A64_INIT;
-
-	while (len > 0) {
-		size_t n = len < sizeof(block) ? (size_t)len : sizeof(block);
-
-		pattern_fill(block, first, n);
-		h = fnv1a64(h, block, n);
-		first += n;
-		len -= n;
-	}
-	return h;
 }
 
 /* GET path with "Range: bytes=spec" and more field lines (or NULL) on an open client. */
@@ -1423,107 +1351,8 @@ twenty_streams_within_the_memory_cap(void)
 
 /* ---- nginx and curl ---- */
 
-struct nginx {
-	pid_t pid;
-	int port;
-	bool tls;       /* HTTPS with the certificate dir/origin.crt, for localhost */
-	char dir[256];
-	char conf[300];
-	char access_log[300];
-};
-
-static void
-nginx_configure(void *arg)
-{
-	struct nginx *ng = arg;
-	char text[4096], ssl[800] = "";
-
-	ng->port = free_port();
-	if (ng->tls)
-		snprintf(ssl, sizeof(ssl),
-		         " ssl;\n        ssl_certificate %s/origin.crt;\n"
-		         "        ssl_certificate_key %s/origin.key",
-		         ng->dir, ng->dir);
-	snprintf(text, sizeof(text),
-	         "pid %s/nginx.pid;\n"
-	         "error_log %s/error.log info;\n"
-	         "events { worker_connections 64; }\n"
-	         "http {\n"
-	         "    default_type application/octet-stream;\n"
-	         "    log_format kp '$status \"$http_range\" $body_bytes_sent';\n"
-	         "    access_log %s kp;\n"
-	         "    client_body_temp_path %s/tmp_body;\n"
-	         "    proxy_temp_path %s/tmp_proxy;\n"
-	         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
-	         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
-	         "    scgi_temp_path %s/tmp_scgi;\n"
-	         "    keepalive_timeout 60s;\n"
-	         "    server {\n"
-	         "        listen 127.0.0.1:%d%s;\n"
-	         "        root %s/www;\n"
-	         "    }\n"
-	         "}\n",
-	         ng->dir, ng->dir, ng->access_log, ng->dir, ng->dir, ng->dir, ng->dir, ng->dir,
-	         ng->port, ssl, ng->dir);
-	write_text_file(ng->conf, text);
-}
-
-static void
-nginx_stop(void *arg)
-{
-	struct nginx *ng = arg;
-
-	if (ng->pid > 0)
-		stop_process(ng->pid, SIGQUIT, 5000);
-	ng->pid = 0;
-}
-
-/*
- * nginx in dir serving a file of 4 MiB at /file.bin (over TLS: with
- * dir/origin.crt and origin.key); stopped at teardown. ng must outlive
- * the case.
- */
-static void
-nginx_start(struct nginx *ng, const char *dir, bool tls)
-{
-	char path[300], errlog[300], out[300];
-	int *const ports[] = {&ng->port};
-
-	memset(ng, 0, sizeof(*ng));
-	ng->tls = tls;
-	snprintf(ng->dir, sizeof(ng->dir), "%s", dir);
-	path_join(ng->conf, sizeof(ng->conf), ng->dir, "nginx.conf");
-	path_join(ng->access_log, sizeof(ng->access_log), ng->dir, "access.log");
-	path_join(path, sizeof(path), ng->dir, "www");
-	if (mkdir(path, 0755) != 0)
-		fail_msg("mkdir %s: %s", path, strerror(errno));
-	path_join(path, sizeof(path), ng->dir, "www/file.bin");
-	write_pattern_file(path, 4 * MIB);
-	harness_watch_log(ng->access_log, "nginx access log");
-	path_join(errlog, sizeof(errlog), ng->dir, "error.log");
-	path_join(out, sizeof(out), ng->dir, "nginx.out");
-	ng->pid =
-		harness_start_nginx(ng->dir, ng->conf, errlog, out, nginx_configure, ng, ports, 1);
-	harness_defer(nginx_stop, ng);
-}
-
-/* Runs a program to completion; fails the test unless it exits 0. */
-static void
-run_ok(const char *const argv[], const char *log)
-{
-	int rc = run_process(argv, log, 60000);
-
-	if (rc != 0) {
-		char *text = read_file_all(log, NULL);
-
-		print_error("%s exited with %d:\n", argv[0], rc);
-		for (size_t i = 0; argv[i]; i++)
-			print_error(" '%s'", argv[i]);
-		print_error("\n%s\n", text ? text : "");
-		free(text);
-		fail();
-	}
-}
+/* nginx's access log: the status, the Range asked and the bytes sent. */
+#define NGINX_LOG "$status \"$http_range\" $body_bytes_sent"
 
 /* curl through the proxy for one range of url into dest; cacert (or NULL) is what it trusts. */
 static void
@@ -1573,7 +1402,7 @@ assert_file_piece(const char *path, uint64_t first, uint64_t len)
  * three are hits, and nginx is asked for every byte once.
  */
 static void
-curl_downloads_in_ranges(struct nginx *ng, const char *url, const char *cacert)
+curl_downloads_in_ranges(struct nginx_files *ng, const char *url, const char *cacert)
 {
 	const uint64_t g = grown(MIB);
 	const unsigned seen_after[] = {3, 4, 4, 4};
@@ -1636,7 +1465,7 @@ write_playlist(const char *path, unsigned first, unsigned last, bool ended)
 
 /* curl GETs url (through the proxy) into dir/name; the body must be the pattern of len bytes. */
 static void
-curl_get(struct nginx *ng, const char *url, const char *name, uint64_t len)
+curl_get(struct nginx_files *ng, const char *url, const char *name, uint64_t len)
 {
 	char dest[320], log[320];
 
@@ -1659,12 +1488,12 @@ curl_get(struct nginx *ng, const char *url, const char *name, uint64_t len)
 static void
 hls_segments_from_a_playlist(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	const uint64_t seg = 256 * 1024;
 	char url[160], path[320], *text;
 
 	require_program("curl", "KP_CURL");
-	nginx_start(&ng, harness_temp_dir(), false);
+	nginx_files_start(&ng, harness_temp_dir(), false, NGINX_LOG, "file.bin", 4 * MIB);
 	path_join(path, sizeof(path), ng.dir, "www/hls");
 	if (mkdir(path, 0755) != 0)
 		fail_msg("mkdir %s: %s", path, strerror(errno));
@@ -1936,12 +1765,12 @@ cmcd_next_object_request(void)
 static void
 hls_variant_switch(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	const uint64_t seg = 128 * 1024;
 	char url[160], path[320], name[64], *text;
 
 	require_program("curl", "KP_CURL");
-	nginx_start(&ng, harness_temp_dir(), false);
+	nginx_files_start(&ng, harness_temp_dir(), false, NGINX_LOG, "file.bin", 4 * MIB);
 	for (unsigned k = 0; k < 4; k++)
 		for (unsigned v = 0; v < 2; v++) {
 			snprintf(name, sizeof(name), "www/%s%u.ts", v ? "hi" : "lo", k);
@@ -1987,41 +1816,22 @@ hls_variant_switch(void)
 static void
 nginx_and_curl(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	char url[128];
 
 	require_program("curl", "KP_CURL");
-	nginx_start(&ng, harness_temp_dir(), false);
+	nginx_files_start(&ng, harness_temp_dir(), false, NGINX_LOG, "file.bin", 4 * MIB);
 	start_proxy((const char *const[]){"--read-ahead", NULL});
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/file.bin", ng.port);
 	curl_downloads_in_ranges(&ng, url, NULL);
 	stop_proxy();
 }
 
-/* True unless the proxy was built without TLS (-V says "TLS: none"). */
-static bool
-proxy_has_tls(void)
-{
-	char log[300];
-	const char *argv[] = {getenv("KP_BINARY"), "-V", NULL};
-	char *text;
-	bool tls;
-
-	path_join(log, sizeof(log), harness_temp_dir(), "version");
-	if (!argv[0])
-		fail_msg("KP_BINARY is not set");
-	run_ok(argv, log);
-	text = read_file_all(log, NULL);
-	tls = text && !strstr(text, "TLS: none");
-	free(text);
-	return tls;
-}
-
 /* The same download over HTTPS, intercepted (--intercept): read-ahead works inside too. */
 static void
 intercepted_https(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	const char *openssl;
 	char dir[256], url[128], ports[16], log[300], crt[300], key[300], ca_dir[300];
 	char ca_crt[320], ca_key[320];
@@ -2055,7 +1865,7 @@ intercepted_https(void)
 	}
 	path_join(ca_crt, sizeof(ca_crt), ca_dir, "ca.crt");
 	path_join(ca_key, sizeof(ca_key), ca_dir, "ca.key");
-	nginx_start(&ng, dir, true);
+	nginx_files_start(&ng, dir, true, NGINX_LOG, "file.bin", 4 * MIB);
 	snprintf(ports, sizeof(ports), "%d", ng.port);
 	start_proxy((const char *const[]){"--read-ahead", "--intercept", "localhost", "--ca-cert",
 	                                  ca_crt, "--ca-key", ca_key, "--connect-ports", ports,

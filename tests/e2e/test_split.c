@@ -122,38 +122,6 @@ take_cut(uint64_t first, enum cut *how)
 	return false;
 }
 
-/* "bytes=S-E", "bytes=S-" (open) or "bytes=-N" of the object; false for anything else. */
-static bool
-parse_range(const char *v, uint64_t *first, uint64_t *last, bool *open)
-{
-	unsigned long long a, b;
-	int n = 0, m = 0;
-
-	if (strncmp(v, "bytes=", 6) != 0)
-		return false;
-	v += 6;
-	*open = false;
-	if (*v == '-') {
-		if (sscanf(v + 1, "%llu%n", &b, &m) != 1 || v[1 + m] || b == 0)
-			return false;
-		*first = b >= obj.size ? 0 : obj.size - b;
-		*last = obj.size - 1;
-		return true;
-	}
-	if (sscanf(v, "%llu-%n", &a, &n) != 1 || n == 0 || a >= obj.size)
-		return false;
-	*first = a;
-	*last = obj.size - 1;
-	*open = v[n] == '\0';
-	if (*open)
-		return true;
-	if (sscanf(v + n, "%llu%n", &b, &m) != 1 || v[n + m] || b < a)
-		return false;
-	if (b < *last)
-		*last = b;
-	return true;
-}
-
 /* Fields a path adds to every answer: how the encoding cases are told apart. */
 static const char *
 path_fields(const char *path)
@@ -292,7 +260,7 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		origin_reply(c, 200, NULL, "posted");
 		return;
 	}
-	ranged = range && parse_range(range, &first, &last, &open);
+	ranged = range && origin_parse_range(range, obj.size, &first, &last, &open);
 	if (range && !ranged) {
 		origin_sendf(c,
 		             "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%llu\r\n"
@@ -439,28 +407,6 @@ origin_ranges(struct origin *og, const char *path, char *list, size_t size)
 		                         range ? range : "(none)", mark);
 	}
 	return list;
-}
-
-static int
-compare_words(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The space-separated words of in, sorted, into out. */
-static void
-sorted_words(const char *in, char *out, size_t size)
-{
-	char copy[8192], *words[512], *save = NULL, *w;
-	size_t n = 0, used = 0;
-
-	snprintf(copy, sizeof(copy), "%s", in);
-	for (w = strtok_r(copy, " ", &save); w && n < 512; w = strtok_r(NULL, " ", &save))
-		words[n++] = w;
-	qsort(words, n, sizeof(words[0]), compare_words);
-	out[0] = '\0';
-	for (size_t i = 0; i < n && used < size; i++)
-		used += (size_t)snprintf(out + used, size - used, " %s", words[i]);
 }
 
 /*
@@ -650,23 +596,6 @@ expect_memory_freed(const char *file, int line)
 #define memory_freed() expect_memory_freed(__FILE__, __LINE__)
 
 /* ---- Clients ---- */
-
-static uint64_t
-pattern_range_fnv(uint64_t first, uint64_t len)
-{
-	uint8_t block[65536];
-	uint64_t h = FNV1A64_INIT;
-
-	while (len > 0) {
-		size_t n = len < sizeof(block) ? (size_t)len : sizeof(block);
-
-		pattern_fill(block, first, n);
-		h = fnv1a64(h, block, n);
-		first += n;
-		len -= n;
-	}
-	return h;
-}
 
 /* b holds exactly bytes first..first+len-1 of the object (the first version). */
 static void
@@ -1674,107 +1603,8 @@ stopping_in_the_middle_of_a_download(void)
 /* ---- nginx, curl, ffmpeg and yt-dlp ---- */
 
 #define NGINX_FILE_LEN (4 * MIB)
-
-struct nginx {
-	pid_t pid;
-	int port;
-	bool tls; /* HTTPS with the certificate dir/origin.crt, for localhost */
-	char dir[256];
-	char conf[300];
-	char access_log[300];
-};
-
-static void
-nginx_configure(void *arg)
-{
-	struct nginx *ng = arg;
-	char text[4096], ssl[800] = "";
-
-	ng->port = free_port();
-	if (ng->tls)
-		snprintf(ssl, sizeof(ssl),
-		         " ssl;\n        ssl_certificate %s/origin.crt;\n"
-		         "        ssl_certificate_key %s/origin.key",
-		         ng->dir, ng->dir);
-	/* .bin is served as video (yt-dlp takes only media for a direct link). */
-	snprintf(text, sizeof(text),
-	         "pid %s/nginx.pid;\n"
-	         "error_log %s/error.log info;\n"
-	         "events { worker_connections 64; }\n"
-	         "http {\n"
-	         "    types { video/mp4 bin; }\n"
-	         "    log_format kp '$request_method $status \"$http_range\" \"$http_if_range\" "
-	         "$body_bytes_sent';\n"
-	         "    access_log %s kp;\n"
-	         "    client_body_temp_path %s/tmp_body;\n"
-	         "    proxy_temp_path %s/tmp_proxy;\n"
-	         "    fastcgi_temp_path %s/tmp_fastcgi;\n"
-	         "    uwsgi_temp_path %s/tmp_uwsgi;\n"
-	         "    scgi_temp_path %s/tmp_scgi;\n"
-	         "    keepalive_timeout 60s;\n"
-	         "    keepalive_requests 10000;\n"
-	         "    server {\n"
-	         "        listen 127.0.0.1:%d%s;\n"
-	         "        root %s/www;\n"
-	         "    }\n"
-	         "}\n",
-	         ng->dir, ng->dir, ng->access_log, ng->dir, ng->dir, ng->dir, ng->dir, ng->dir,
-	         ng->port, ssl, ng->dir);
-	write_text_file(ng->conf, text);
-}
-
-static void
-nginx_stop(void *arg)
-{
-	struct nginx *ng = arg;
-
-	if (ng->pid > 0)
-		stop_process(ng->pid, SIGQUIT, 5000);
-	ng->pid = 0;
-}
-
-/* nginx in dir serving NGINX_FILE_LEN pattern bytes at /big.bin; stopped at teardown. */
-static void
-nginx_start(struct nginx *ng, const char *dir, bool tls)
-{
-	char path[300], errlog[300], out[300];
-	int *const ports[] = {&ng->port};
-
-	memset(ng, 0, sizeof(*ng));
-	ng->tls = tls;
-	snprintf(ng->dir, sizeof(ng->dir), "%s", dir);
-	path_join(ng->conf, sizeof(ng->conf), ng->dir, "nginx.conf");
-	path_join(ng->access_log, sizeof(ng->access_log), ng->dir, "access.log");
-	path_join(path, sizeof(path), ng->dir, "www");
-	if (mkdir(path, 0755) != 0)
-		fail_msg("mkdir %s: %s", path, strerror(errno));
-	path_join(path, sizeof(path), ng->dir, "www/big.bin");
-	write_pattern_file(path, NGINX_FILE_LEN);
-	harness_watch_log(ng->access_log, "nginx access log");
-	path_join(errlog, sizeof(errlog), ng->dir, "error.log");
-	path_join(out, sizeof(out), ng->dir, "nginx.out");
-	ng->pid =
-		harness_start_nginx(ng->dir, ng->conf, errlog, out, nginx_configure, ng, ports, 1);
-	harness_defer(nginx_stop, ng);
-}
-
-/* Runs a program to completion; fails the test unless it exits 0. */
-static void
-run_ok(const char *const argv[], const char *log)
-{
-	int rc = run_process(argv, log, 60000);
-
-	if (rc != 0) {
-		char *text = read_file_all(log, NULL);
-
-		print_error("%s exited with %d:\n", argv[0], rc);
-		for (size_t i = 0; argv[i]; i++)
-			print_error(" '%s'", argv[i]);
-		print_error("\n%s\n", text ? text : "");
-		free(text);
-		fail();
-	}
-}
+/* nginx's access log: what was asked (method, Range, If-Range) and what was sent. */
+#define NGINX_LOG "$request_method $status \"$http_range\" \"$http_if_range\" $body_bytes_sent"
 
 /* The file at path is bytes first..first+len-1 of the pattern, exactly. */
 static void
@@ -1796,7 +1626,7 @@ expect_file(const char *path, uint64_t first, uint64_t len, const char *file, in
 
 /* curl through the proxy for url (with "--range range" unless NULL) into dest. */
 static void
-curl_get(struct nginx *ng, const char *url, const char *range, const char *dest, const char *cacert)
+curl_get(struct nginx_files *ng, const char *url, const char *range, const char *dest, const char *cacert)
 {
 	const char *bin = require_program("curl", "KP_CURL");
 	char proxy[64], log[320];
@@ -1828,7 +1658,7 @@ curl_get(struct nginx *ng, const char *url, const char *range, const char *dest,
  * Returns the lines logged in all.
  */
 static unsigned
-expect_nginx_pieces(struct nginx *ng, unsigned from, uint64_t first, uint64_t last,
+expect_nginx_pieces(struct nginx_files *ng, unsigned from, uint64_t first, uint64_t last,
                     const char *file, int line)
 {
 	unsigned want_n = (unsigned)((last - first) / PIECE + 1), k = 0, no = 0;
@@ -1871,7 +1701,7 @@ expect_nginx_pieces(struct nginx *ng, unsigned from, uint64_t first, uint64_t la
 
 /* Every GET nginx logged from its line `from` on (0-based) asked for a bounded range. */
 static void
-expect_nginx_bounded(struct nginx *ng, unsigned from, const char *file, int line)
+expect_nginx_bounded(struct nginx_files *ng, unsigned from, const char *file, int line)
 {
 	char *text = read_file_all(ng->access_log, NULL), *save = NULL;
 	unsigned no = 0, gets = 0;
@@ -1902,7 +1732,7 @@ expect_nginx_bounded(struct nginx *ng, unsigned from, const char *file, int line
  * arrives byte for byte, and nginx saw only bounded pieces.
  */
 static void
-curl_downloads_split(struct nginx *ng, const char *url, const char *cacert)
+curl_downloads_split(struct nginx_files *ng, const char *url, const char *cacert)
 {
 	char dest[320];
 	unsigned lines;
@@ -1922,35 +1752,16 @@ curl_downloads_split(struct nginx *ng, const char *url, const char *cacert)
 static void
 nginx_and_curl(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	char url[128];
 
 	require_program("curl", "KP_CURL");
-	nginx_start(&ng, harness_temp_dir(), false);
+	nginx_files_start(&ng, harness_temp_dir(), false, NGINX_LOG, "big.bin", NGINX_FILE_LEN);
 	start_splitting(NULL);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/big.bin", ng.port);
 	curl_downloads_split(&ng, url, NULL);
 	memory_freed();
 	proxy_stop(&px);
-}
-
-/* True unless the proxy was built without TLS (-V says "TLS: none"). */
-static bool
-proxy_has_tls(void)
-{
-	char log[300];
-	const char *argv[] = {getenv("KP_BINARY"), "-V", NULL};
-	char *text;
-	bool tls;
-
-	path_join(log, sizeof(log), harness_temp_dir(), "version");
-	if (!argv[0])
-		fail_msg("KP_BINARY is not set");
-	run_ok(argv, log);
-	text = read_file_all(log, NULL);
-	tls = text && !strstr(text, "TLS: none");
-	free(text);
-	return tls;
 }
 
 /* A program on PATH, or NULL. */
@@ -1977,7 +1788,7 @@ optional_program(const char *name)
  * data into dest; it asks with "Range: bytes=0-", which is split too.
  */
 static void
-ffmpeg_copies(struct nginx *ng, const char *ffmpeg, const char *url, const char *ca,
+ffmpeg_copies(struct nginx_files *ng, const char *ffmpeg, const char *url, const char *ca,
               const char *dest)
 {
 	char proxy[64], log[320];
@@ -1993,7 +1804,7 @@ ffmpeg_copies(struct nginx *ng, const char *ffmpeg, const char *url, const char 
 
 /* yt-dlp through the proxy, trusting the proxy's CA (not its own certifi bundle). */
 static void
-ytdlp_downloads(struct nginx *ng, const char *ytdlp, const char *url, const char *ca,
+ytdlp_downloads(struct nginx_files *ng, const char *ytdlp, const char *url, const char *ca,
                 const char *dest)
 {
 	char proxy[64], log[320], env_ca[400];
@@ -2017,7 +1828,7 @@ ytdlp_downloads(struct nginx *ng, const char *ytdlp, const char *url, const char
 static void
 intercepted_https(void)
 {
-	static struct nginx ng;
+	static struct nginx_files ng;
 	const char *openssl, *ffmpeg, *ytdlp;
 	char dir[256], url[128], ports[16], log[300], crt[300], key[300], ca_dir[300];
 	char ca_crt[320], ca_key[320], dest[320];
@@ -2050,7 +1861,7 @@ intercepted_https(void)
 	}
 	path_join(ca_crt, sizeof(ca_crt), ca_dir, "ca.crt");
 	path_join(ca_key, sizeof(ca_key), ca_dir, "ca.key");
-	nginx_start(&ng, dir, true);
+	nginx_files_start(&ng, dir, true, NGINX_LOG, "big.bin", NGINX_FILE_LEN);
 	snprintf(ports, sizeof(ports), "%d", ng.port);
 	start_proxy((const char *const[]){"--intercept", "localhost", "--split", "localhost",
 	                                  "--split-size", PIECE_ARG, "--ca-cert", ca_crt,
