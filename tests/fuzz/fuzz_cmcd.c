@@ -41,6 +41,7 @@
 #include <strings.h>
 
 #include "fuzz_head.h"
+#include "fuzz_uri.h"
 #include "kp/hls.h"
 
 static const char *const raw_paths[] = {
@@ -49,31 +50,6 @@ static const char *const raw_paths[] = {
 	"/a/b/c/d/seg.ts?token=x&CMCD=bl%3D1",
 	"/vod/x/",
 };
-
-static bool
-is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool
-is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* RFC 3986 3.3 and 3.4: pchar, "/" and "?", a "%" always with two hex digits. */
-static bool
-uri_clean(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (!is_alnum(s[i]) && !memchr("-._~!$&'()*+,;=:@/?%", s[i], 20))
-			return false;
-		if (s[i] == '%' && (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2])))
-			return false;
-	}
-	return true;
-}
 
 /* Is seg[0..len) "." or "..", or (with encoded) one spelled with "%2e"? */
 static bool

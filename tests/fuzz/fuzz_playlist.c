@@ -43,6 +43,7 @@
 #include <strings.h>
 
 #include "fuzz_head.h"
+#include "fuzz_uri.h"
 #include "kp/hls.h"
 
 static const struct {
@@ -79,31 +80,6 @@ struct line_seg {
 };
 
 static struct line_seg lines[HLS_MAX_SEGMENTS + 1];
-
-static bool
-is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool
-is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* RFC 3986 3.3 and 3.4: pchar, "/" and "?", a "%" always with two hex digits. */
-static bool
-uri_clean(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (!is_alnum(s[i]) && !memchr("-._~!$&'()*+,;=:@/?%", s[i], 20))
-			return false;
-		if (s[i] == '%' && (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2])))
-			return false;
-	}
-	return true;
-}
 
 /* Does the path part of s (up to "?") have a ".", "..", or (with encoded) "%2e" segment? */
 static bool
@@ -206,7 +182,7 @@ scheme_len(const char *u, size_t n)
 
 	if (n == 0 || !((u[0] >= 'a' && u[0] <= 'z') || (u[0] >= 'A' && u[0] <= 'Z')))
 		return 0;
-	while (i < n && (is_alnum(u[i]) || u[i] == '+' || u[i] == '-' || u[i] == '.'))
+	while (i < n && (fuzz_is_alnum(u[i]) || u[i] == '+' || u[i] == '-' || u[i] == '.'))
 		i++;
 	return i < n && u[i] == ':' ? i : 0;
 }
