@@ -78,43 +78,8 @@ if ! (cd "$src" && printf '%s' "$LUCI_FILES" | sed '/^$/d' | sha256sum -c --quie
 	skip "$src is not openwrt/luci at $LUCI_COMMIT (a file differs or is missing); $how"
 fi
 
-work=$(mktemp -d)
-pids=
-cleanup()
-{
-	for p in $pids; do
-		kill "$p" 2>/dev/null || :
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# started NAME PATTERN COMMAND...: runs COMMAND in the background, its
-# output into NAME.log, and returns once it prints a line with PATTERN
-# (then in $line), or fails if it exits first.
-started()
-{
-	name="$1" pattern="$2"
-	shift 2
-	mkfifo "$work/$name.fifo"
-	"$@" >"$work/$name.fifo" 2>&1 &
-	pids="$pids $!"
-	exec 3<"$work/$name.fifo"
-	while IFS= read -r line <&3; do
-		printf '%s\n' "$line" >>"$work/$name.log"
-		case "$line" in
-		*"$pattern"*)
-			cat <&3 >>"$work/$name.log" &
-			exec 3<&-
-			return 0
-			;;
-		esac
-	done
-	exec 3<&-
-	cat "$work/$name.log"
-	return 1
-}
+# shellcheck source=tests/openwrt/background.sh
+. "$here/background.sh"
 
 # The router: keepalive-proxy with its stats listener on loopback, after two
 # requests through it to a local origin; its UCI file; the rpcd plugin with
@@ -128,7 +93,7 @@ printf '%s\n' "$work/bin:/usr/sbin:/usr/bin:/sbin:/bin" >"$work/path"
 
 printf 'hello\n' >"$work/www/a.txt"
 started origin "Serving HTTP" python3 -u -m http.server --bind 127.0.0.1 \
-	--directory "$work/www" 0
+	--directory "$work/www" 0 || { cat "$work/origin.log"; exit 1; }
 origin="127.0.0.1:$(printf '%s\n' "$line" | sed -n 's/.* port \([0-9]*\) .*/\1/p')"
 attempt=0
 while :; do
@@ -139,7 +104,7 @@ while :; do
 		--stats-listen "127.0.0.1:$stats"; then
 		break
 	fi
-	[ "$attempt" -lt 5 ] || exit 1
+	[ "$attempt" -lt 5 ] || { cat "$work/proxy$attempt.log"; exit 1; }
 done
 curl -sSf -x "http://127.0.0.1:$port" -o /dev/null -o /dev/null \
 	"http://$origin/a.txt" "http://$origin/a.txt"
@@ -160,7 +125,8 @@ config keepalive-proxy 'main'
 EOF
 
 export KP_UCI_FILE="$work/etc/config/keepalive-proxy"
-started rpcd "listening on" python3 -u "$here/luci-rpcd.py" "$src" "$app" "$work"
+started rpcd "listening on" python3 -u "$here/luci-rpcd.py" "$src" "$app" "$work" ||
+	{ cat "$work/rpcd.log"; exit 1; }
 base="http://127.0.0.1:${line##* }"
 
 PATH="$work/bin:$PATH" python3 "$here/luci-real-driver.py" "$chromium" "$base" "$work" \

@@ -30,17 +30,8 @@ for tool in python3 curl; do
 	fi
 done
 
-work=$(mktemp -d)
-pids=
-cleanup()
-{
-	for p in $pids; do
-		kill "$p" 2>/dev/null || :
-	done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+# shellcheck source=tests/openwrt/background.sh
+. "$here/background.sh"
 failed=0
 
 mkdir "$work/bin" "$work/fetch" "$work/www" "$work/rpcd"
@@ -57,35 +48,6 @@ fail()
 	echo "FAIL $1"
 	[ -z "${2:-}" ] || sed 's/^/  /' "$2"
 	failed=$((failed + 1))
-}
-
-# started NAME PATTERN COMMAND...: runs COMMAND in the background, its
-# output into NAME.log, and returns once it prints a line with PATTERN
-# (then in $line), or fails if it exits first. Sets $pid.
-started()
-{
-	local name="$1" pattern="$2"
-	shift 2
-	rm -f "$work/$name.fifo"
-	mkfifo "$work/$name.fifo"
-	"$@" >"$work/$name.fifo" 2>&1 &
-	pid=$!
-	pids="$pids $pid"
-	exec 3<"$work/$name.fifo"
-	: >"$work/$name.log"
-	while IFS= read -r line <&3; do
-		printf '%s\n' "$line" >>"$work/$name.log"
-		case "$line" in
-		*"$pattern"*)
-			# Read on, or a chatty process would stop on a full pipe.
-			cat <&3 >>"$work/$name.log" &
-			exec 3<&-
-			return 0
-			;;
-		esac
-	done
-	exec 3<&-
-	return 1
 }
 
 # uci TEXT: the router's /etc/config/keepalive-proxy, section main
