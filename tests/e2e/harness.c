@@ -902,6 +902,59 @@ sorted_words(const char *in, char *out, size_t size)
 		used += (size_t)snprintf(out + used, size - used, " %s", words[i]);
 }
 
+void
+harness_expect_file(const char *path, uint64_t first, uint64_t len, const char *file, int line)
+{
+	size_t got;
+	char *data = read_file_all(path, &got);
+	static char want[1 << 16];
+
+	if (!data)
+		fail_msg("%s:%d: cannot read %s", file, line, path);
+	if (got != len) {
+		free(data);
+		fail_msg("%s:%d: %s: %zu bytes, not bytes %llu-%llu of the file", file, line, path,
+		         got, (unsigned long long)first, (unsigned long long)(first + len - 1));
+	}
+	for (uint64_t done = 0; done < len;) {
+		size_t n = len - done < sizeof(want) ? (size_t)(len - done) : sizeof(want);
+
+		pattern_fill(want, first + done, n);
+		if (memcmp(want, data + done, n) != 0) {
+			free(data);
+			fail_msg("%s:%d: %s differs from the pattern in bytes %llu..%llu", file, line,
+			         path, (unsigned long long)done, (unsigned long long)(done + n - 1));
+		}
+		done += n;
+	}
+	free(data);
+}
+
+void
+curl_through(int proxy_port, const char *url, const char *range, const char *dest,
+             const char *cacert, const char *log)
+{
+	const char *bin = require_program("curl", "KP_CURL");
+	char proxy[64];
+	const char *argv[24] = {bin,          "-q",   "--silent",  "--show-error", "--fail",
+	                        "--max-time", "30",   "--noproxy", "",             "--proxy",
+	                        proxy,        "--output", dest};
+	size_t n = 13;
+
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", proxy_port);
+	if (range) {
+		argv[n++] = "--range";
+		argv[n++] = range;
+	}
+	if (cacert) {
+		argv[n++] = "--cacert";
+		argv[n++] = cacert;
+	}
+	argv[n++] = url;
+	argv[n] = NULL;
+	run_ok(argv, log);
+}
+
 /* ---- The proxy ---- */
 
 void

@@ -144,6 +144,17 @@ bool proxy_has_tls(void);
 uint64_t pattern_range_fnv(uint64_t first, uint64_t len);
 /* The space-separated words of in, sorted, each after a space, into out. */
 void sorted_words(const char *in, char *out, size_t size);
+/* The file at path is bytes first..first+len-1 of the pattern, exactly; else the test fails. */
+void harness_expect_file(const char *path, uint64_t first, uint64_t len, const char *file, int line);
+#define assert_file_pattern(path, first, len) \
+	harness_expect_file((path), (first), (len), __FILE__, __LINE__)
+/*
+ * curl through the proxy at proxy_port for url into dest, its output into
+ * log: with "--range range" unless NULL, trusting cacert unless NULL. Fails
+ * the test unless curl exits 0.
+ */
+void curl_through(int proxy_port, const char *url, const char *range, const char *dest,
+                  const char *cacert, const char *log);
 
 /* ---- The proxy under test ---- */
 

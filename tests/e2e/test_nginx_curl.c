@@ -159,34 +159,6 @@ curl_run(const char *const extra[], const char *log)
 	}
 }
 
-/* The file holds exactly len pattern bytes starting at pattern offset off. */
-static void
-assert_file_pattern(const char *path, uint64_t off, uint64_t len)
-{
-	size_t got_len;
-	char *data = read_file_all(path, &got_len);
-	static char want[1 << 16];
-
-	if (!data)
-		fail_msg("cannot read %s", path);
-	if (got_len != len) {
-		free(data);
-		fail_msg("%s: %zu bytes, expected %llu", path, got_len, (unsigned long long)len);
-	}
-	for (uint64_t done = 0; done < len;) {
-		size_t n = len - done < sizeof(want) ? (size_t)(len - done) : sizeof(want);
-
-		pattern_fill(want, off + done, n);
-		if (memcmp(want, data + done, n) != 0) {
-			free(data);
-			fail_msg("%s differs from the original in bytes %llu..%llu", path,
-			         (unsigned long long)done, (unsigned long long)(done + n - 1));
-		}
-		done += n;
-	}
-	free(data);
-}
-
 static void
 url_of(char *buf, size_t size, const struct nginx *ng, const char *path)
 {

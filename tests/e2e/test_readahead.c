@@ -1354,48 +1354,6 @@ twenty_streams_within_the_memory_cap(void)
 /* nginx's access log: the status, the Range asked and the bytes sent. */
 #define NGINX_LOG "$status \"$http_range\" $body_bytes_sent"
 
-/* curl through the proxy for one range of url into dest; cacert (or NULL) is what it trusts. */
-static void
-curl_range(const char *url, const char *range, const char *dest, const char *cacert,
-           const char *log)
-{
-	const char *bin = require_program("curl", "KP_CURL");
-	char proxy[64];
-	const char *argv[24] = {bin,         "-q",    "--silent",  "--show-error", "--fail",
-	                        "--max-time", "30",   "--noproxy", "",             "--proxy",
-	                        proxy,        "--output", dest};
-	size_t n = 13;
-
-	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
-	if (range) {
-		argv[n++] = "--range";
-		argv[n++] = range;
-	}
-	if (cacert) {
-		argv[n++] = "--cacert";
-		argv[n++] = cacert;
-	}
-	argv[n++] = url;
-	argv[n] = NULL;
-	run_ok(argv, log);
-}
-
-static void
-assert_file_piece(const char *path, uint64_t first, uint64_t len)
-{
-	size_t got;
-	char *data = read_file_all(path, &got);
-	uint64_t h;
-
-	if (!data)
-		fail_msg("cannot read %s", path);
-	h = fnv1a64(FNV1A64_INIT, data, got);
-	free(data);
-	if (got != len || h != pattern_range_fnv(first, len))
-		fail_msg("%s: %zu bytes, not bytes %llu-%llu of the file", path, got,
-		         (unsigned long long)first, (unsigned long long)(first + len - 1));
-}
-
 /*
  * curl fetches nginx's file in four ranges of 1 MiB, one process (and one
  * client connection) each, through the proxy already started; the last
@@ -1415,8 +1373,8 @@ curl_downloads_in_ranges(struct nginx_files *ng, const char *url, const char *ca
 		snprintf(range, sizeof(range), "%llu-%llu", (unsigned long long)(k * MIB),
 		         (unsigned long long)((k + 1) * MIB - 1));
 		snprintf(dest, sizeof(dest), "%s/part%u", ng->dir, k);
-		curl_range(url, range, dest, cacert, log);
-		assert_file_piece(dest, k * MIB, MIB);
+		curl_through(px.port, url, range, dest, cacert, log);
+		assert_file_pattern(dest, k * MIB, MIB);
 		/* The pieces fetched meanwhile are logged, and the proxy's connection is idle. */
 		free(wait_file_lines(ng->access_log, seen_after[k], WAIT_MS));
 		wait_all_idle(__FILE__, __LINE__);
@@ -1471,9 +1429,9 @@ curl_get(struct nginx_files *ng, const char *url, const char *name, uint64_t len
 
 	path_join(log, sizeof(log), ng->dir, "curl.log");
 	path_join(dest, sizeof(dest), ng->dir, name);
-	curl_range(url, NULL, dest, NULL, log);
+	curl_through(px.port, url, NULL, dest, NULL, log);
 	if (len)
-		assert_file_piece(dest, 0, len);
+		assert_file_pattern(dest, 0, len);
 }
 
 /*

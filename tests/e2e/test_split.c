@@ -1606,50 +1606,6 @@ stopping_in_the_middle_of_a_download(void)
 /* nginx's access log: what was asked (method, Range, If-Range) and what was sent. */
 #define NGINX_LOG "$request_method $status \"$http_range\" \"$http_if_range\" $body_bytes_sent"
 
-/* The file at path is bytes first..first+len-1 of the pattern, exactly. */
-static void
-expect_file(const char *path, uint64_t first, uint64_t len, const char *file, int line)
-{
-	size_t got;
-	char *data = read_file_all(path, &got);
-	uint64_t h;
-
-	if (!data)
-		fail_msg("%s:%d: cannot read %s", file, line, path);
-	h = fnv1a64(FNV1A64_INIT, data, got);
-	free(data);
-	if (got != len || h != pattern_range_fnv(first, len))
-		fail_msg("%s:%d: %s: %zu bytes, not bytes %llu-%llu of the file", file, line, path,
-		         got, (unsigned long long)first, (unsigned long long)(first + len - 1));
-}
-#define file_is(path, first, len) expect_file((path), (first), (len), __FILE__, __LINE__)
-
-/* curl through the proxy for url (with "--range range" unless NULL) into dest. */
-static void
-curl_get(struct nginx_files *ng, const char *url, const char *range, const char *dest, const char *cacert)
-{
-	const char *bin = require_program("curl", "KP_CURL");
-	char proxy[64], log[320];
-	const char *argv[24] = {bin,       "-q",         "--silent", "--show-error",
-	                        "--fail",  "--max-time", "30",       "--noproxy",
-	                        "",        "--proxy",    proxy,      "--output",
-	                        dest};
-	size_t n = 13;
-
-	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", px.port);
-	path_join(log, sizeof(log), ng->dir, "curl.log");
-	if (range) {
-		argv[n++] = "--range";
-		argv[n++] = range;
-	}
-	if (cacert) {
-		argv[n++] = "--cacert";
-		argv[n++] = cacert;
-	}
-	argv[n++] = url;
-	argv[n] = NULL;
-	run_ok(argv, log);
-}
 
 /*
  * nginx logged, from its line `from` on (0-based), exactly the pieces of
@@ -1734,16 +1690,17 @@ expect_nginx_bounded(struct nginx_files *ng, unsigned from, const char *file, in
 static void
 curl_downloads_split(struct nginx_files *ng, const char *url, const char *cacert)
 {
-	char dest[320];
+	char dest[320], log[320];
 	unsigned lines;
 
+	path_join(log, sizeof(log), ng->dir, "curl.log");
 	path_join(dest, sizeof(dest), ng->dir, "whole.out");
-	curl_get(ng, url, NULL, dest, cacert);
-	file_is(dest, 0, NGINX_FILE_LEN);
+	curl_through(px.port, url, NULL, dest, cacert, log);
+	assert_file_pattern(dest, 0, NGINX_FILE_LEN);
 	lines = nginx_pieces(ng, 0, 0, NGINX_FILE_LEN - 1);
 	path_join(dest, sizeof(dest), ng->dir, "open.out");
-	curl_get(ng, url, "1000000-", dest, cacert);
-	file_is(dest, 1000000, NGINX_FILE_LEN - 1000000);
+	curl_through(px.port, url, "1000000-", dest, cacert, log);
+	assert_file_pattern(dest, 1000000, NGINX_FILE_LEN - 1000000);
 	nginx_pieces(ng, lines, 1000000, NGINX_FILE_LEN - 1);
 	/* 16 pieces, then 13. */
 	split_counts(2, 0, 29, 0, 0, 0);
@@ -1873,7 +1830,7 @@ intercepted_https(void)
 	if ((ffmpeg = optional_program("ffmpeg")) != NULL) {
 		path_join(dest, sizeof(dest), dir, "ffmpeg.out");
 		ffmpeg_copies(&ng, ffmpeg, url, ca_crt, dest);
-		file_is(dest, 0, NGINX_FILE_LEN);
+		assert_file_pattern(dest, 0, NGINX_FILE_LEN);
 		lines = nginx_pieces(&ng, lines, 0, NGINX_FILE_LEN - 1);
 		downloads++;
 		pieces += 16;
@@ -1883,7 +1840,7 @@ intercepted_https(void)
 	if ((ytdlp = optional_program("yt-dlp")) != NULL) {
 		path_join(dest, sizeof(dest), dir, "yt-dlp.out");
 		ytdlp_downloads(&ng, ytdlp, url, ca_crt, dest);
-		file_is(dest, 0, NGINX_FILE_LEN);
+		assert_file_pattern(dest, 0, NGINX_FILE_LEN);
 		/* How it asks (a HEAD first, chunks) is its own: but every GET was bounded. */
 		nginx_bounded(&ng, lines);
 	} else {
