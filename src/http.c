@@ -163,6 +163,12 @@ on_headers_complete(llhttp_t *ll)
 		p->error = HTTP_HEAD_MALFORMED;
 		return -1;
 	}
+	h->transfer_coded = false;
+	if (ll->flags & F_TRANSFER_ENCODING)
+		for (unsigned i = 0; i < h->nfields; i++)
+			if (http_span_is(p->base, h->fields[i].name, "transfer-encoding") &&
+			    !http_list_only(p->base, h->fields[i].value, "chunked"))
+				h->transfer_coded = true;
 	p->complete = true;
 	/* Stop here: the body is framed by the proxy, not by llhttp. */
 	return HPE_PAUSED;
@@ -266,12 +272,18 @@ is_ows(char c)
 	return c == ' ' || c == '\t';
 }
 
-bool
-http_list_has(const char *base, struct http_span s, const char *word)
+/*
+ * Counts the comma-separated tokens of s (OWS around them, empty members
+ * skipped, RFC 9110 5.6.1) that are word, and those that are not.
+ */
+static void
+list_count(const char *base, struct http_span s, const char *word, unsigned *same,
+           unsigned *other)
 {
 	const char *p = base + s.off, *end = p + s.len;
 	size_t n = strlen(word);
 
+	*same = *other = 0;
 	while (p < end) {
 		const char *tok, *tok_end;
 
@@ -283,10 +295,31 @@ http_list_has(const char *base, struct http_span s, const char *word)
 		tok_end = p;
 		while (tok_end > tok && is_ows(tok_end[-1]))
 			tok_end--;
+		if (tok_end == tok)
+			continue;
 		if ((size_t)(tok_end - tok) == n && strncasecmp(tok, word, n) == 0)
-			return true;
+			(*same)++;
+		else
+			(*other)++;
 	}
-	return false;
+}
+
+bool
+http_list_has(const char *base, struct http_span s, const char *word)
+{
+	unsigned same, other;
+
+	list_count(base, s, word, &same, &other);
+	return same > 0;
+}
+
+bool
+http_list_only(const char *base, struct http_span s, const char *word)
+{
+	unsigned same, other;
+
+	list_count(base, s, word, &same, &other);
+	return other == 0;
 }
 
 /* Is the field named by f listed as a token in any Connection field of h? */

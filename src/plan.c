@@ -29,6 +29,20 @@ plan_response(const struct plan_request *req, const struct http_head *h)
 		return p;
 	}
 	p.body = http_response_body_kind(h, req->method);
+	/*
+	 * A transfer coding besides chunked (RFC 9112 6.1) may go only to an
+	 * HTTP/1.1 client, coding and field together: an HTTP/1.0 client
+	 * knows no Transfer-Encoding, and memory keeps payloads, which pieces,
+	 * ranges and split answers are cut from. De-chunked with the field
+	 * dropped, the coded bytes would pass for the payload.
+	 */
+	if (h->transfer_coded && p.body != BODY_NONE && (req->canonical || req->minor == 0)) {
+		p.action = PLAN_REFUSE;
+		p.why = req->canonical ? "the origin sent a transfer coding besides chunked"
+		                       : "the origin sent a transfer coding besides chunked, "
+		                         "which HTTP/1.0 cannot carry";
+		return p;
+	}
 	/* After asking for an upgrade, the connection's state is the origin's guess. */
 	p.upstream_reusable = http_head_keeps_alive(h) && p.body != BODY_UNTIL_CLOSE && !req->upgrade;
 	/*

@@ -47,6 +47,12 @@ struct http_head {
 	uint8_t method;              /* llhttp_method_t */
 	uint16_t status;
 	uint16_t llhttp_flags;       /* F_CHUNKED, F_CONTENT_LENGTH, F_CONNECTION_* ... */
+	/*
+	 * Transfer-Encoding lists a coding besides chunked (gzip, deflate ...):
+	 * even de-chunked, the body is not the payload, and only a peer that
+	 * speaks HTTP/1.1 may be given it, coding and field together.
+	 */
+	bool transfer_coded;
 	uint64_t content_length;
 	struct http_field fields[HTTP_MAX_FIELDS];
 };
@@ -86,6 +92,8 @@ const char *http_parser_error_text(const struct http_parser *p);
 bool http_span_is(const char *base, struct http_span s, const char *word);
 /* Is word one of the comma-separated tokens in s (case-insensitive)? */
 bool http_list_has(const char *base, struct http_span s, const char *word);
+/* Is every comma-separated token in s word (case-insensitive; an empty list is)? */
+bool http_list_only(const char *base, struct http_span s, const char *word);
 
 /* The absolute-form request-target of a forward proxy request. */
 struct http_target {

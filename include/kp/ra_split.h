@@ -13,8 +13,9 @@
  *
  * Only where it is safe. The first piece is asked with a bounded Range; the
  * download is split only when it comes back a 206 with a complete length,
- * a validator If-Range may carry (ranges_if_range) and no Content-Encoding
- * but identity, without Cache-Control: no-transform. Anything else (a 200:
+ * a validator If-Range may carry (ranges_if_range), no Content-Encoding
+ * but identity and no transfer coding but chunked (plan.h refuses those to
+ * memory), without Cache-Control: no-transform. Anything else (a 200:
  * no ranges; an error; a HEAD, a conditional request, a body) is answered
  * by the origin itself, as it would be without the proxy: the piece fails
  * before the client's first byte and the request goes to the origin. Every

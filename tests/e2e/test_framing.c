@@ -1,8 +1,10 @@
 /*
  * Message framing through the proxy. Responses: chunked (raw, trailers kept)
  * to HTTP/1.1 clients and de-chunked for HTTP/1.0 clients, close-delimited
- * bodies, HEAD, bodiless statuses, 1xx interim responses. Requests: chunked
- * bodies reach the origin unchanged, trailers included.
+ * bodies, HEAD, bodiless statuses, 1xx interim responses, and a transfer
+ * coding besides chunked (passed on with its field to HTTP/1.1 clients, a
+ * 502 to HTTP/1.0 ones). Requests: chunked bodies reach the origin
+ * unchanged, trailers included.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +28,14 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 		                     "X-Checksum: 1234\r\nX-Other: yes\r\n");
 	} else if (strcmp(t, "/chunked-big") == 0) {
 		origin_reply_chunked_pattern(c, 200, NULL, BIG_CHUNKED, 10000, "X-Done: 1\r\n");
+	} else if (strcmp(t, "/gzip-chunked") == 0 || strcmp(t, "/gzip-chunked-206") == 0) {
+		/* Not real gzip: the proxy must not look inside, only keep the coding named. */
+		origin_reply_chunked(c, strcmp(t, "/gzip-chunked") == 0 ? 200 : 206,
+		                     strcmp(t, "/gzip-chunked") == 0
+		                             ? "Transfer-Encoding: gzip\r\n"
+		                             : "Content-Range: bytes 0-99/1000\r\n"
+		                               "Transfer-Encoding: gzip\r\n",
+		                     FOX, 7, NULL);
 	} else if (strcmp(t, "/eof") == 0) {
 		origin_reply_close_delimited(c, 200, NULL, "close-delimited body");
 	} else if (strcmp(t, "/head") == 0) {
@@ -132,6 +142,52 @@ chunked_to_http10_is_dechunked(void)
 
 	/* The upstream side read complete chunked bodies: the connection stays pooled. */
 	assert_int_equal(origin_connection_count(og), 1);
+	assert_origin_clean(og);
+	proxy_stop(&px);
+}
+
+/*
+ * A transfer coding besides chunked: an HTTP/1.1 client gets the bytes with
+ * the coding named, an HTTP/1.0 client a 502 that says why (de-chunked and
+ * without its field, the coded bytes would pass for the payload).
+ */
+static void
+transfer_codings_never_pass_for_the_payload(void)
+{
+	struct origin *og = origin_start(handle, NULL);
+	struct client c;
+	struct response r;
+	const char *te;
+
+	proxy_start(&px, NULL);
+	client_open(&c, px.port);
+	send_get(&c, og, "/gzip-chunked");
+	read_response_ok(&c, &r, 0);
+	assert_status(&r, 200);
+	te = resp_header(&r, "Transfer-Encoding");
+	if (!te || !strstr(te, "gzip"))
+		fail_msg("the coding did not reach the HTTP/1.1 client (Transfer-Encoding: %s)",
+		         te ? te : "(none)");
+	assert_body(&r, FOX);
+	response_free(&r);
+	client_close(&c);
+
+	for (int i = 0; i < 2; i++) {
+		client_open(&c, px.port);
+		send_request(&c, "GET", og, i == 0 ? "/gzip-chunked" : "/gzip-chunked-206",
+		             "HTTP/1.0", NULL);
+		read_response_ok(&c, &r, 0);
+		assert_status(&r, 502);
+		assert_null(resp_header(&r, "Content-Range"));
+		if (!r.body.data || !strstr(r.body.data, "transfer coding"))
+			fail_msg("the 502 does not say why: %.*s", (int)r.body.kept,
+			         r.body.data ? r.body.data : "");
+		response_free(&r);
+		assert_client_eof(&c, 3000);
+		client_close(&c);
+	}
+	if (proxy_log_count(&px, "transfer coding") < 1)
+		fail_msg("the refusals were not logged");
 	assert_origin_clean(og);
 	proxy_stop(&px);
 }
@@ -287,6 +343,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(chunked_with_trailers_to_http11),
 		E2E_TEST(chunked_to_http10_is_dechunked),
+		E2E_TEST(transfer_codings_never_pass_for_the_payload),
 		E2E_TEST(close_delimited_response),
 		E2E_TEST(head_then_get_on_same_connection),
 		E2E_TEST(no_body_statuses),

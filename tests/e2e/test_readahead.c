@@ -48,6 +48,7 @@ enum twist {
 	TWIST_RESET, /* half the body, then a reset */
 	TWIST_GATE,  /* the head and GATE_AHEAD bytes, the rest once gate_open */
 	TWIST_LAST,  /* the whole answer, then the connection closes, requests behind it unread */
+	TWIST_CODED, /* a transfer coding besides chunked, over bytes that are not the piece's */
 };
 
 /* The first request for path whose range starts at `at` is answered the twisted way. */
@@ -61,7 +62,7 @@ struct twist_rule {
 /* Set before the origin starts; its threads only read it, but for the atomics. */
 static struct {
 	uint64_t size;
-	struct twist_rule rules[4];
+	struct twist_rule rules[8];
 	unsigned nrules;
 	atomic_bool gate_open;
 } obj;
@@ -174,6 +175,28 @@ send_gated(struct origin_conn *c, uint64_t first, uint64_t len)
 	origin_send_pattern(c, first + GATE_AHEAD, len - GATE_AHEAD);
 }
 
+/*
+ * Bytes first-last as a 206 under "Transfer-Encoding: gzip, chunked": the
+ * bytes, the pattern shifted by one, stand for the gzip of the piece, so
+ * that they could never pass for it.
+ */
+static void
+send_coded(struct origin_conn *c, uint64_t first, uint64_t last)
+{
+	uint64_t len = last - first + 1;
+
+	if (!origin_sendf(c,
+	                  "HTTP/1.1 206 Partial Content\r\nContent-Type: application/octet-stream\r\n"
+	                  "ETag: " ETAG "\r\nLast-Modified: " LAST_MODIFIED "\r\n"
+	                  "Content-Range: bytes %llu-%llu/%llu\r\n"
+	                  "Transfer-Encoding: gzip, chunked\r\n\r\n%llx\r\n",
+	                  (unsigned long long)first, (unsigned long long)last,
+	                  (unsigned long long)obj.size, (unsigned long long)len) ||
+	    !origin_send_pattern(c, first + 1, len))
+		return;
+	origin_sendf(c, "\r\n0\r\n\r\n");
+}
+
 static void
 serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 {
@@ -234,6 +257,10 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		break;
 	}
 	len = last - first + 1;
+	if (how == TWIST_CODED) {
+		send_coded(c, first, last);
+		return;
+	}
 	origin_sendf(c,
 	             "HTTP/1.1 206 Partial Content\r\nContent-Type: application/octet-stream\r\n"
 	             "Accept-Ranges: bytes\r\nETag: %s\r\nLast-Modified: " LAST_MODIFIED "\r\n"
@@ -1077,9 +1104,10 @@ vary_fields_must_match(void)
 }
 
 /*
- * The fetch ahead fails: the origin answers 404 or 503, or cuts the body
- * (a close, a reset). The client's own request for that range goes to the
- * origin and gets its answer.
+ * The fetch ahead fails: the origin answers 404 or 503, cuts the body (a
+ * close, a reset), or sends it under a transfer coding besides chunked,
+ * which de-chunked would pass for the piece. The client's own request for
+ * that range goes to the origin and gets its answer.
  */
 static void
 failed_fetches_fall_back_to_the_origin(void)
@@ -1092,16 +1120,17 @@ failed_fetches_fall_back_to_the_origin(void)
 		{"/503.bin", TWIST_503},
 		{"/close.bin", TWIST_CLOSE},
 		{"/reset.bin", TWIST_RESET},
+		{"/coded.bin", TWIST_CODED},
 	};
 	struct origin *og;
 	unsigned seen = 0;
 
 	object_init(2 * MIB);
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++)
 		object_twist(ways[i].path, MIB, ways[i].how);
 	og = origin_start(serve_object, NULL);
 	start_proxy((const char *const[]){"--read-ahead", "--read-ahead-depth", "1", NULL});
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++) {
 		char want[1024] = "";
 		struct client c;
 		double failed = stats_metric(stats_port, "keepalive_proxy_readahead_failed_total");
@@ -1110,7 +1139,9 @@ failed_fetches_fall_back_to_the_origin(void)
 		piece(&c, og, ways[i].path, 0, MIB - 1, NULL);
 		if (!origin_wait_requests(og, seen + 2, WAIT_MS))
 			fail_msg("%s: the proxy did not fetch the next range", ways[i].path);
-		if (ways[i].how == TWIST_CLOSE || ways[i].how == TWIST_RESET)
+		/* Their connections are closed: no idle one says the fetch is over. */
+		if (ways[i].how == TWIST_CLOSE || ways[i].how == TWIST_RESET ||
+		    ways[i].how == TWIST_CODED)
 			metric_becomes("keepalive_proxy_readahead_failed_total", failed + 1);
 		else
 			quiet(og, seen + 2);
@@ -1123,7 +1154,7 @@ failed_fetches_fall_back_to_the_origin(void)
 		want_range(want, sizeof(want), MIB, 2 * MIB - 1);
 		origin_saw(og, ways[i].path, want);
 	}
-	counts(4, 0, 0, 0, 0, 0, 4);
+	counts(5, 0, 0, 0, 0, 0, 5);
 	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
 	stop_proxy();
 }

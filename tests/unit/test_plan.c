@@ -23,6 +23,12 @@ static const char r200_length[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
 static const char r200_empty[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
 static const char r200_chunked[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
 static const char r200_gzip[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n";
+static const char r200_gzip_chunked[] =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+static const char r206_gzip_chunked_split[] =
+        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-99/1000\r\n"
+        "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n";
+static const char r200_chunked_upper[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: CHUNKED\r\n\r\n";
 static const char r200_until_close[] =
         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n";
 static const char r200_close[] =
@@ -128,6 +134,28 @@ static const struct plan_case cases[] = {
 	 {PLAN_FINAL, BODY_CHUNKED, true, true, false, 0, false, false}},
 	{"1.0 client that closes, chunked", GET10_CLOSE, r200_chunked,
 	 {PLAN_FINAL, BODY_CHUNKED, true, true, false, 0, false, false}},
+	/*
+	 * A coding besides chunked: an HTTP/1.1 client gets it with its field,
+	 * nobody else: de-chunked, it would pass for the payload.
+	 */
+	{"1.1 client, gzip, chunked", GET11, r200_gzip_chunked,
+	 {PLAN_FINAL, BODY_CHUNKED, true, false, true, 1, false, false}},
+	{"1.0 client, gzip, chunked", GET10, r200_gzip_chunked,
+	 {PLAN_REFUSE, BODY_CHUNKED, false, false, false, 0, false, false}},
+	{"1.0 client, 206 gzip then chunked in two fields", GET10, r206_gzip_chunked_split,
+	 {PLAN_REFUSE, BODY_CHUNKED, false, false, false, 0, false, false}},
+	{"1.0 client, Transfer-Encoding: gzip", GET10, r200_gzip,
+	 {PLAN_REFUSE, BODY_UNTIL_CLOSE, false, false, false, 0, false, false}},
+	{"memory, gzip, chunked", MEM, r200_gzip_chunked,
+	 {PLAN_REFUSE, BODY_CHUNKED, false, false, false, 1, false, true}},
+	{"memory, 206 gzip then chunked in two fields", MEM, r206_gzip_chunked_split,
+	 {PLAN_REFUSE, BODY_CHUNKED, false, false, false, 1, false, true}},
+	{"memory, Transfer-Encoding: gzip", MEM, r200_gzip,
+	 {PLAN_REFUSE, BODY_UNTIL_CLOSE, false, false, false, 1, false, true}},
+	{"memory, CHUNKED in capitals is chunked alone", MEM, r200_chunked_upper,
+	 {PLAN_FINAL, BODY_CHUNKED, true, true, true, 1, false, true}},
+	{"HEAD from 1.0, gzip, chunked: no body to carry it", HEAD10, r200_gzip_chunked,
+	 {PLAN_FINAL, BODY_NONE, true, false, true, 0, false, false}},
 	/* Delimited by the close: neither connection outlives it. */
 	{"1.1 client, until close", GET11, r200_until_close,
 	 {PLAN_FINAL, BODY_UNTIL_CLOSE, false, false, false, 1, false, false}},
