@@ -6,7 +6,10 @@ modelled:
 1. scan.mk finds every package Makefile (or the package does not exist);
 2. the LuCI package depends on the daemon under every selection of the
    daemon's variants, as package-pack.mk writes the package's Depends and as
-   package-metadata.pl writes menuconfig's select;
+   package-metadata.pl writes menuconfig's select; and the Config.in that
+   package-metadata.pl writes for the feed has no recursive dependency for
+   kconfig, and resolves each selection of the variants beside the LuCI app
+   to the variant asked for;
 3. every file the config can name lives under a path sysupgrade keeps, as
    package-pack.mk turns conffiles into /lib/upgrade/keep.d and sysupgrade
    reads it;
@@ -90,14 +93,15 @@ def block_vars(body):
 
 
 def packages(feed):
-    """name -> {depends: [...], provides: [...], variant, default_variant}"""
+    """name -> {depends: [...], provides: [...], conflicts: [...], variant,
+    default_variant}"""
     pkgs = {}
     for mk in makefiles(feed):
         top, blocks = make_vars(open(mk).read())
         if "LUCI_DEPENDS" in top:
             name = os.path.basename(os.path.dirname(mk))
             pkgs[name] = {"depends": top["LUCI_DEPENDS"].split(), "provides": [],
-                          "variant": None, "default_variant": False}
+                          "conflicts": [], "variant": None, "default_variant": False}
             continue
         for bname, body in blocks.items():
             m = re.fullmatch(r"Package/([^/]+)", bname)
@@ -110,6 +114,7 @@ def packages(feed):
             pkgs[m.group(1)] = {
                 "depends": v.get("DEPENDS", "").split(),
                 "provides": v.get("PROVIDES", "").split(),
+                "conflicts": v.get("CONFLICTS", "").split(),
                 "variant": v.get("VARIANT"),
                 "default_variant": v.get("DEFAULT_VARIANT") == "1",
             }
@@ -216,6 +221,203 @@ def dependencies(feed):
             check(bool(inside), f"menuconfig puts a daemon in the image beside {app} "
                                 f"(keepalive-proxy-openssl={'nmy'[ssl]})",
                   f"selected: {sel}")
+
+
+# --- 2b. kconfig, on the Config.in package-metadata.pl writes -----------------
+# scripts/package-metadata.pl, print_package_config_category(), writes for
+# each package "config PACKAGE_<name>", then:
+#   mconf_depends(): "+dep" is "select PACKAGE_dep"; a virtual "+dep" selects
+#     its default variant "if PACKAGE_<other variant><PACKAGE_<name>"; a
+#     "+COND:dep" adds "if COND"; a plain "dep" is "depends on PACKAGE_dep"
+#     ("PACKAGE_a||PACKAGE_b" for a virtual one, "!(COND) || ..." with a
+#     condition), and a selected package's own plain depends are repeated
+#     under the select's condition ($only_dep);
+#   mconf_conflicts(): each name in CONFLICTS that is a package becomes
+#     "depends on m || (PACKAGE_<that> != y)".
+# kconfig then refuses a symbol that reaches itself through what its value
+# is computed from (scripts/config/symbol.c, sym_check_deps(): the symbols
+# of its "depends on" and its reverse dependency, that is every symbol that
+# selects it and the select's "if"): "recursive dependency detected!". And
+# sym_calc_value() gives a tristate the value the user set, n if none,
+# capped by its "depends on", then raised to its reverse dependency.
+# Tristates: n=0, m=1, y=2; "&&" the minimum, "||" the maximum, "!" 2-x,
+# "A<B" and "A!=y" y when true, else n.
+def config_in(pkgs):
+    """{symbol: {"depends": [expr], "selects": [(symbol, condition)]}}"""
+    vpackage = {}
+    for name, p in pkgs.items():
+        vpackage.setdefault(name, []).insert(0, name)
+        for v in p["provides"]:
+            vpackage.setdefault(v, []).append(name)
+    entries = {"PACKAGE_" + n: {"depends": [], "selects": []} for n in pkgs}
+
+    def add(pkgname, depends, only_dep, parent_condition):
+        e = entries["PACKAGE_" + pkgname]
+        for dep in depends:
+            flags, dep = re.match(r"([@+]*)(.*)", dep).groups()
+            condition = parent_condition
+            if ":" in dep:
+                cond, dep = dep.split(":", 1)
+                condition = f"{condition} && {cond}" if condition else cond
+            if "+" in flags:
+                variants = sorted(vpackage.get(dep, []), key=lambda n: not pkgs[n]["default_variant"])
+                if variants:
+                    dep, others = variants[0], variants[1:]
+                    rule = "&&".join(f"PACKAGE_{o}<PACKAGE_{pkgname}" for o in others)
+                    if rule:
+                        condition = f"{condition} && {rule}" if condition else rule
+                if dep in pkgs:
+                    add(pkgname, [d for d in pkgs[dep]["depends"] if not d.startswith("+")],
+                        True, condition)
+                if not only_dep:
+                    e["selects"].append((dep if "@" in flags else "PACKAGE_" + dep, condition))
+                continue
+            if vpackage.get(dep):
+                dep = "||".join("PACKAGE_" + v for v in vpackage[dep])
+            elif "@" not in flags:
+                dep = "PACKAGE_" + dep
+            e["depends"].append(f"!({condition}) || {dep}" if condition else dep)
+
+    for name, p in pkgs.items():
+        add(name, p["depends"], False, "")
+        for other in p["conflicts"]:
+            if other in pkgs:
+                entries["PACKAGE_" + name]["depends"].append(f"m || (PACKAGE_{other} != y)")
+    return entries
+
+
+def kexpr_tokens(text):
+    return re.findall(r"&&|\|\||!=|[!()<=]|[A-Za-z0-9_.-]+", text)
+
+
+def kexpr_value(text, value):
+    """A Kconfig expression's tristate; value(SYMBOL) gives a symbol's."""
+    toks, pos = kexpr_tokens(text), [0]
+
+    def peek():
+        return toks[pos[0]] if pos[0] < len(toks) else None
+
+    def take():
+        pos[0] += 1
+        return toks[pos[0] - 1]
+
+    def atom():
+        t = take()
+        if t == "!":
+            return 2 - atom()
+        if t == "(":
+            v = disj()
+            take()
+            return v
+        a = {"n": 0, "m": 1, "y": 2}.get(t, None)
+        a = value(t) if a is None else a
+        if peek() in ("<", "!=", "="):
+            op, b = take(), take()
+            b = {"n": 0, "m": 1, "y": 2}.get(b, None) if b in ("n", "m", "y") else value(b)
+            return 2 if {"<": a < b, "!=": a != b, "=": a == b}[op] else 0
+        return a
+
+    def conj():
+        v = atom()
+        while peek() == "&&":
+            take()
+            v = min(v, atom())
+        return v
+
+    def disj():
+        v = conj()
+        while peek() == "||":
+            take()
+            v = max(v, conj())
+        return v
+
+    return disj()
+
+
+def kexpr_symbols(text):
+    return {t for t in kexpr_tokens(text) if t.startswith("PACKAGE_")}
+
+
+def kconfig_cycle(entries):
+    """A recursive dependency as sym_check_deps() finds one, or None."""
+    edges = {s: set() for s in entries}
+    for s, e in entries.items():
+        for d in e["depends"]:
+            edges[s] |= kexpr_symbols(d)
+        for target, cond in e["selects"]:
+            if target in edges:
+                edges[target] |= {s} | kexpr_symbols(cond)
+    state = {}
+
+    def visit(s, path):
+        state[s] = 1
+        for t in sorted(edges[s]):
+            if t not in edges:
+                continue
+            if state.get(t) == 1:
+                return path[path.index(t):] + [t] if t in path else [s, t]
+            if not state.get(t):
+                found = visit(t, path + [t])
+                if found:
+                    return found
+        state[s] = 2
+        return None
+
+    for s in sorted(edges):
+        if not state.get(s):
+            found = visit(s, [s])
+            if found:
+                return found
+    return None
+
+
+def kconfig_resolve(entries, user):
+    """Every symbol's tristate for the user's values, as sym_calc_value()
+    settles them. (With a recursive dependency kconfig's answer depends on
+    the order it computes symbols in, which this does not follow: the cycle
+    is refused first.)"""
+    val = {s: user.get(s, 0) for s in entries}
+    get = lambda s: val.get(s, 0)
+    for _ in range(50):
+        changed = False
+        for s in sorted(entries):
+            visible = min([kexpr_value(d, get) for d in entries[s]["depends"]] or [2])
+            reverse = max([min(get(by), kexpr_value(cond, get) if cond else 2)
+                           for by, e in entries.items() for t, cond in e["selects"] if t == s]
+                          or [0])
+            new = max(min(user.get(s, 0), visible), reverse)
+            changed |= new != val[s]
+            val[s] = new
+        if not changed:
+            break
+    return val
+
+
+def kconfig(feed):
+    pkgs = packages(feed)
+    entries = config_in(pkgs)
+    cycle = kconfig_cycle(entries)
+    listing = "\n".join(f"config {s}\n" + "".join(f"  depends on {d}\n" for d in e["depends"])
+                        + "".join(f"  select {t}{' if ' + c if c else ''}\n" for t, c in e["selects"])
+                        for s, e in sorted(entries.items()))
+    check(cycle is None, "kconfig finds no recursive dependency in the feed's Config.in",
+          "recursive dependency detected: " + " -> ".join(cycle or []) + "\n" + listing)
+    plain = next((n for n, p in pkgs.items() if n.startswith("keepalive-proxy") and p["default_variant"]), None)
+    ssl = next((n for n, p in pkgs.items() if n.startswith("keepalive-proxy") and not p["default_variant"]), None)
+    if not plain or not ssl:
+        check(False, "the feed has a default and an -openssl variant", str(sorted(pkgs)))
+        return
+    for app in (n for n in pkgs if n.startswith("luci-app-")):
+        for asked in ((), (plain,), (ssl,), (plain, ssl)):
+            user = {"PACKAGE_" + n: 2 for n in asked + (app,)}
+            got = kconfig_resolve(entries, user)
+            tls = ssl in asked
+            want = ssl if tls else plain
+            other = plain if tls else ssl
+            ok = got["PACKAGE_" + want] == 2 and got["PACKAGE_" + other] != 2 and got["PACKAGE_" + app] == 2
+            check(ok, f"kconfig, {app}=y with {' and '.join(n + '=y' for n in asked) or 'no variant'} "
+                      f"asked: {want} built in, {other} not",
+                  "resolved: " + ", ".join(f"{s}={'nmy'[v]}" for s, v in sorted(got.items())) + "\n" + listing)
 
 
 # --- 3. what sysupgrade keeps -----------------------------------------------
@@ -325,6 +527,7 @@ def main():
     feed = os.path.join(src, "contrib", "openwrt")
     scan_mk(feed)
     dependencies(feed)
+    kconfig(feed)
     kept(feed)
     version(src, feed, binary)
     run_bits(src)
