@@ -358,7 +358,7 @@ def read_stats(host, port):
     """keepalive-proxy's /stats page, as a dict; {} when it cannot be read."""
     try:
         with socket.create_connection((host, port), timeout=5) as s:
-            s.sendall(b"GET /stats HTTP/1.0\r\nHost: stats\r\n\r\n")
+            s.sendall(b"GET /stats HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             data = b""
             while chunk := s.recv(65536):
                 data += chunk

@@ -402,6 +402,10 @@ const struct config_option config_options[] = {
 	 "serve GET /metrics (Prometheus) and /stats (JSON)\n"
 	 "there, e.g. 127.0.0.1:9251 or [::1]:9251 (off)",
 	 CUSTOM(parse_listen)},
+	{"stats-no-auth", 0, NULL,
+	 "with --auth-file, answer the stats page without\n"
+	 "asking for a user's credentials",
+	 FLAG(stats_no_auth)},
 	{"stats-interval", 0, "SECONDS",
 	 "seconds between the samples the stats page keeps\n"
 	 "for its chart, 90 intervals (default 10)",

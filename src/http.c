@@ -905,6 +905,7 @@ http_status_reason(int status)
 	case 200: return "OK";
 	case 206: return "Partial Content";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
@@ -914,6 +915,7 @@ http_status_reason(int status)
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 417: return "Expectation Failed";
+	case 421: return "Misdirected Request";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";

@@ -22,6 +22,7 @@
 #include "kp/intercept.h"
 #endif
 #include "kp/list.h"
+#include "kp/listener.h"
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/readahead.h"
@@ -29,78 +30,49 @@
 #include "kp/stats.h"
 #include "kp/tls.h"
 
-/* Accepts per readiness event: a burst of connects must not starve established clients. */
-#define ACCEPTS_PER_EVENT 64
-
-/* After descriptors ran out with nothing to give back: try again this much later. */
-#define ACCEPT_RETRY_SECONDS 0.1
-
-static struct log_limit fds_short_log = LOG_LIMIT(10);
-
 static void clients_left(struct server *srv);
 
-/*
- * No descriptor for a new client. An idle pooled connection gives way if
- * there is one; otherwise the listening socket is left alone for a moment
- * (it stays readable, so watching it would spin) and clients wait in the
- * kernel's backlog. True: try accepting again now.
- */
+static struct server *
+server_of(struct listener *l)
+{
+	return container_of(l, struct server, listener);
+}
+
 static bool
-out_of_descriptors(struct server *srv, int err)
+has_room(struct listener *l)
 {
-	if (dispatch_free_descriptor(&srv->dispatch))
-		return true;
-	log_limited(&fds_short_log, KP_LOG_WARN,
-	            "accept: %s; new clients wait %g s (raise the fd limit or lower "
-	            "--max-clients)", strerror(err), ACCEPT_RETRY_SECONDS);
-	ev_io_stop(srv->loop, &srv->accept_watcher);
-	ev_timer_set(&srv->accept_retry, ACCEPT_RETRY_SECONDS, 0.);
-	ev_timer_start(srv->loop, &srv->accept_retry);
-	return false;
+	struct server *srv = server_of(l);
+
+	return srv->clients.count < srv->max_clients;
 }
 
 static void
-accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+accepted(struct listener *l, int fd, const struct sockaddr *peer)
 {
-	struct server *srv = container_of(w, struct server, accept_watcher);
-	static struct log_limit accept_log = LOG_LIMIT(10);
+	struct server *srv = server_of(l);
+	union dns_addr addr;
 
-	(void)loop;
-	(void)revents;
-	for (int i = 0; i < ACCEPTS_PER_EVENT && srv->clients.count < srv->max_clients; i++) {
-		union dns_addr peer;
-		socklen_t len = sizeof(peer);
-		int fd = accept4(srv->listen_fd, &peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE) {
-				if (out_of_descriptors(srv, errno))
-					continue;
-				return;
-			}
-			if (!net_would_block() && errno != ECONNABORTED)
-				log_limited(&accept_log, KP_LOG_WARN, "accept: %s", strerror(errno));
-			break;
-		}
-		if (net_tune(fd, NET_CLIENT, srv->cfg, NULL) < 0)
-			log_debug("client socket options: %s", strerror(errno));
-		client_new(&srv->env, &srv->clients, fd, &peer);
-		srv->fds.clients = srv->clients.count;
-	}
-	/* At the cap, leave further clients in the kernel's backlog. */
-	if (srv->clients.count >= srv->max_clients)
-		ev_io_stop(srv->loop, &srv->accept_watcher);
+	memset(&addr, 0, sizeof(addr));
+	memcpy(&addr, peer, peer->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+	                                                : sizeof(struct sockaddr_in));
+	if (net_tune(fd, NET_CLIENT, srv->cfg, NULL) < 0)
+		log_debug("client socket options: %s", strerror(errno));
+	client_new(&srv->env, &srv->clients, fd, &addr);
+	srv->fds.clients = srv->clients.count;
 }
 
-static void
-accept_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* A client needs the descriptor more than an idle pooled connection does. */
+static bool
+free_descriptor(struct listener *l)
 {
-	struct server *srv = container_of(w, struct server, accept_retry);
-
-	(void)loop;
-	(void)revents;
-	clients_left(srv);
+	return dispatch_free_descriptor(&server_of(l)->dispatch);
 }
+
+static const struct listener_ops client_listener_ops = {
+	.has_room = has_room,
+	.accepted = accepted,
+	.free_descriptor = free_descriptor,
+};
 
 /* Clients went away: accepting may resume if the cap held it back, or, when stopping, the loop ends. */
 static void
@@ -112,9 +84,7 @@ clients_left(struct server *srv)
 			ev_break(srv->loop, EVBREAK_ALL);
 		return;
 	}
-	if (srv->listen_fd >= 0 && srv->clients.count < srv->max_clients &&
-	    !ev_is_active(&srv->accept_watcher) && !ev_is_active(&srv->accept_retry))
-		ev_io_start(srv->loop, &srv->accept_watcher);
+	listener_resume(&srv->listener);
 }
 
 static void
@@ -224,9 +194,7 @@ signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	}
 	srv->env.draining = true;
-	ev_io_stop(loop, &srv->accept_watcher);
-	ev_timer_stop(loop, &srv->accept_retry);
-	net_close(&srv->listen_fd);
+	listener_close(&srv->listener);
 	KP_LIST_EACH_SAFE(c, next, &srv->clients.live, struct client, link)
 		client_stop_if_idle(c);
 	if (srv->clients.count == 0) {
@@ -415,11 +383,11 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 {
 	memset(srv, 0, sizeof(*srv));
 	/* Shut down safely even if init stops before the stats page's own. */
-	srv->stats_page.listen_fd = -1;
+	srv->stats_page.listener.fd = -1;
 	kp_list_init(&srv->stats_page.conns);
 	srv->loop = loop;
 	srv->cfg = cfg;
-	srv->listen_fd = -1;
+	srv->listener.fd = -1;
 	clock_init(&srv->clock, loop);
 	srv->env.loop = loop;
 	srv->env.clock = &srv->clock;
@@ -456,8 +424,8 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (srv->readahead)
 		srv->env.hooks = readahead_hooks(srv->readahead);
-	srv->listen_fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
-	if (srv->listen_fd < 0) {
+	srv->listener.fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
+	if (srv->listener.fd < 0) {
 		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
 		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
 		return -1;
@@ -472,9 +440,7 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	if (cfg->user && check_upstream_tuning(cfg) < 0)
 		return -1;
 	log_host_limits(cfg);
-	ev_io_init(&srv->accept_watcher, accept_cb, srv->listen_fd, EV_READ);
-	ev_init(&srv->accept_retry, accept_retry_cb);
-	ev_io_start(loop, &srv->accept_watcher);
+	listener_start(&srv->listener, loop, srv->listener.fd, cfg, &client_listener_ops, "proxy");
 	ev_init(&srv->grace_timer, grace_cb);
 	ev_timer_init(&srv->trim_timer, trim_cb, TRIM_SECONDS, TRIM_SECONDS);
 	ev_timer_start(loop, &srv->trim_timer);
@@ -509,11 +475,7 @@ server_shutdown(struct server *srv)
 {
 	struct client *c;
 
-	if (srv->listen_fd >= 0) {
-		ev_io_stop(srv->loop, &srv->accept_watcher);
-		ev_timer_stop(srv->loop, &srv->accept_retry);
-		net_close(&srv->listen_fd);
-	}
+	listener_close(&srv->listener);
 	stats_page_shutdown(&srv->stats_page);
 	while ((c = KP_LIST_FIRST(&srv->clients.live, struct client, link)) != NULL)
 		client_close(c);

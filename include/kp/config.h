@@ -44,6 +44,7 @@ struct kp_config {
 	unsigned stats_port;
 	char stats_addr_buf[64];
 	double stats_interval;       /* --stats-interval: seconds between the chart's samples */
+	bool stats_no_auth;          /* --stats-no-auth: the stats page asks no credentials */
 
 	/* Where it may go. */
 	struct cidr deny_dest[KP_MAX_CIDRS];    /* --deny-dest: for every client */

@@ -19,6 +19,7 @@
 #include "kp/config.h"
 #include "kp/dispatch.h"
 #include "kp/env.h"
+#include "kp/listener.h"
 #include "kp/policy.h"
 #include "kp/stats_page.h"
 
@@ -38,9 +39,7 @@ struct server {
 	struct dispatch dispatch;        /* the connections to origins */
 	struct stats_page stats_page;    /* --stats-listen */
 	struct client_list clients;
-	int listen_fd;
-	ev_io accept_watcher;
-	ev_timer accept_retry;           /* accepting again after descriptors ran out */
+	struct listener listener;        /* the proxy's port */
 	ev_signal sigint_watcher, sigterm_watcher;
 	ev_signal sigusr1_watcher;       /* logs the counters */
 	ev_signal sighup_watcher;        /* re-reads the auth file */

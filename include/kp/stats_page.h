@@ -3,9 +3,13 @@
  * loop, answering GET /metrics (Prometheus text format) and GET /stats
  * (JSON) with the counters of stats.h, those per host (hoststats.h) and
  * the last minutes of them (history.h), GET / with the dashboard when it
- * is built in, 404 for anything else, and 403 for clients outside
- * --allow. One request per connection; nothing it does touches the
- * proxy's own clients or upstream connections.
+ * is built in, and 404 for anything else. A peer outside --allow is
+ * closed at once; a request whose Host is a name rather than an address
+ * or localhost gets 421 (a web page that rebinds its own name to this
+ * machine must not read it); with --auth-file, a request without the
+ * credentials of one of its users gets 401, unless --stats-no-auth. One
+ * request per connection, PAGE_CONNS_MAX connections at once; nothing it
+ * does touches the proxy's own clients or upstream connections.
  */
 #ifndef KP_STATS_PAGE_H
 #define KP_STATS_PAGE_H
@@ -14,14 +18,15 @@
 
 #include "kp/env.h"
 #include "kp/list.h"
+#include "kp/listener.h"
 
 struct history;
 
 struct stats_page {
 	const struct proxy_env *env;
-	int listen_fd;                 /* -1: off */
-	ev_io accept_watcher;
+	struct listener listener;      /* its fd is -1: off */
 	struct kp_list conns;          /* open connections, newest first, for shutdown */
+	unsigned nconns;               /* ... and how many */
 	struct history *history;       /* the samples /stats gives for the chart; NULL: off */
 };
 

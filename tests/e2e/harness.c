@@ -1755,7 +1755,7 @@ stats_page(int stats_port, const char *path, int *status)
 	struct response r;
 	char *text;
 
-	if (asprintf(&text, "GET %s HTTP/1.1\r\nHost: stats\r\n\r\n", path) < 0)
+	if (asprintf(&text, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", path, stats_port) < 0)
 		fail_msg("out of memory");
 	request_once(stats_port, NULL, text, &r);
 	free(text);

@@ -1,7 +1,8 @@
 /*
- * Who may use the proxy: --allow ranges, Basic proxy authentication from
- * --auth-file (plain requests and CONNECT alike, with real curl too), the
- * file re-read on SIGHUP, and the refusal to start as an open proxy.
+ * Who may use the proxy: --allow ranges (a peer outside them closed at
+ * accept), Basic proxy authentication from --auth-file (plain requests and
+ * CONNECT alike, with real curl too), the file re-read on SIGHUP, and the
+ * refusal to start as an open proxy.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -38,8 +39,12 @@ users_file(const char *rewrite, const char *text, mode_t mode)
 	return path;
 }
 
+/*
+ * A peer outside --allow is closed right after accept: it gets not a
+ * byte, holds no client slot, and the origin hears nothing of it.
+ */
 static void
-clients_outside_allow_get_403(void)
+clients_outside_allow_are_closed_at_once(void)
 {
 	static const char *const outside[] = {"--allow", "10.0.0.0/8", "--allow", "fd00::/8", NULL};
 	static const char *const inside[] = {"--allow", "10.0.0.0/8", "--allow", "127.0.0.1",
@@ -49,15 +54,23 @@ clients_outside_allow_get_403(void)
 
 	proxy_start(&px, outside);
 	client_open(&c, px.port);
+	assert_client_eof(&c, 2000);
+	client_close(&c);
+	client_open(&c, px.port);
 	send_get(&c, og, "/");
-	expect_response(&c, 403, NULL);
 	assert_client_eof(&c, 2000);
 	client_close(&c);
 	/* A burst of refusals leaves a bounded log. */
-	for (int i = 0; i < 50; i++)
-		expect_get(px.port, og, "/", 403, NULL);
-	if (proxy_log_count(&px, " 403 ") > 15)
-		fail_msg("%u log lines for 51 refusals in a burst", proxy_log_count(&px, " 403 "));
+	for (int i = 0; i < 50; i++) {
+		client_open(&c, px.port);
+		assert_client_eof(&c, 2000);
+		client_close(&c);
+	}
+	if (proxy_log_count(&px, "may not connect") > 15)
+		fail_msg("%u log lines for 52 refusals in a burst",
+		         proxy_log_count(&px, "may not connect"));
+	if (proxy_log_count(&px, "may not connect") < 1)
+		fail_msg("the refusals were not logged");
 	assert_int_equal(origin_connection_count(og), 0);
 	proxy_stop(&px);
 
@@ -229,8 +242,12 @@ u_drops_root(void)
 		skip();
 	og = origin_start(origin_handle_ok, NULL);
 	proxy_start(&px, args);
-	assert_int_not_equal(daemon_uid(), 0);
+	/*
+	 * Answered once the loop runs, which is after the drop: the port
+	 * listens before it, so the uid read first could still be root's.
+	 */
 	expect_get(px.port, og, "/", 200, "ok");
+	assert_int_not_equal(daemon_uid(), 0);
 	proxy_stop(&px);
 }
 
@@ -271,7 +288,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		E2E_TEST(clients_outside_allow_get_403),
+		E2E_TEST(clients_outside_allow_are_closed_at_once),
 		E2E_TEST(missing_or_wrong_credentials_get_407),
 		E2E_TEST(connect_needs_credentials_too),
 		E2E_TEST(curl_with_and_without_credentials),

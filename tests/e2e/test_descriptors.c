@@ -1,6 +1,7 @@
 /*
- * Running out of file descriptors never spins, and many idle clients do
- * not slow a request down. The test lowers the running
+ * Running out of file descriptors never spins, many idle clients do not
+ * slow a request down, and peers outside --allow take no descriptor on
+ * either listener. The test lowers the running
  * daemon's RLIMIT_NOFILE with prlimit(2) (it is our child), so the daemon
  * believes it has room for thousands of clients and meets EMFILE for real.
  */
@@ -130,6 +131,63 @@ many_idle_clients_do_not_delay_a_request(void)
 	proxy_stop(&px);
 }
 
+/*
+ * 500 idle connections from an address outside --allow, half to the
+ * proxy's port and half to the stats page's, with 256 descriptors: each is
+ * closed at accept, so an allowed client is answered at once on both, and
+ * the daemon does not spin.
+ */
+static void
+refused_peers_take_no_descriptors(void)
+{
+	enum { REFUSED = 500 };
+	static struct client refused[REFUSED];
+	static char listen[64];
+	const char *args[] = {"--allow", "127.0.0.1", "--stats-listen", listen, NULL};
+	struct origin *og = origin_start(origin_handle_ok, NULL);
+	int stats_port = free_port(), status;
+	struct rlimit rl;
+	double cpu0, t0, took, cpu;
+	char url[128];
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_max < REFUSED + 256) {
+		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
+		              REFUSED + 256);
+		skip();
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
+	proxy_start(&px, args);
+	limit_daemon(256);
+	for (int i = 0; i < REFUSED; i++)
+		client_open_from(&refused[i], i % 2 ? stats_port : px.port, "127.0.0.2");
+	cpu0 = proxy_cpu_seconds(&px);
+	t0 = now_s();
+	expect_get_from(px.port, "127.0.0.1", origin_url(og, "/", url, sizeof(url)), 200, "ok");
+	stats_page(stats_port, "/metrics", &status);
+	assert_int_equal(status, 200);
+	took = now_s() - t0;
+	if (took > 2.0)
+		fail_msg("an allowed client waited %.2f s beside %d refused connections", took,
+		         REFUSED);
+	sleep_ms((int)((3.0 - took) * 1000));
+	cpu = proxy_cpu_seconds(&px) - cpu0;
+	print_message("allowed client answered in %.3f s; %.2f s of CPU in 3 s; %d descriptors\n",
+	              took, cpu, proxy_fd_count(&px));
+	if (cpu > 0.5)
+		fail_msg("the daemon used %.2f s of CPU in 3 s beside %d refused connections", cpu,
+		         REFUSED);
+	/* Not one of them holds a descriptor: listeners, loop, pool, the few above. */
+	if (proxy_fd_count(&px) > 32)
+		fail_msg("the daemon holds %d descriptors beside %d refused connections",
+		         proxy_fd_count(&px), REFUSED);
+	for (int i = 0; i < REFUSED; i++)
+		client_close(&refused[i]);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -137,6 +195,7 @@ main(void)
 		E2E_TEST(idle_connections_give_way_to_clients),
 		E2E_TEST(clients_wait_in_the_backlog_without_spinning),
 		E2E_TEST(many_idle_clients_do_not_delay_a_request),
+		E2E_TEST(refused_peers_take_no_descriptors),
 	};
 
 	return E2E_RUN("descriptors", tests);

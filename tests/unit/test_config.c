@@ -864,6 +864,7 @@ static const struct {
 	{"log-query", AT(log_query)},
 	{"syslog", AT(syslog)},
 	{"pidfile", AT(pidfile)},
+	{"stats-no-auth", AT(stats_no_auth)},
 	{"stats-interval", AT(stats_interval)},
 	{"pipe-size", AT(pipe_size)},
 	{"no-splice", AT(no_splice)},
