@@ -17,12 +17,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 failed=0
 
-# check NAME UCI-TEXT EXPECTED-WORDS [tls]
+# check NAME UCI-TEXT EXPECTED-WORDS [tls|stats-no-auth]
 check()
 {
 	local name="$1" got want needs="${4:-}"
 	printf '%s\n' "$2" > "$work/uci"
-	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null | tr '\n' ' ')
+	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>"$work/said" | tr '\n' ' ')
 	want="$3"
 	if [ "$got" != "$want" ]; then
 		echo "FAIL $name"
@@ -33,6 +33,12 @@ check()
 	fi
 	if [ "$needs" = tls ] && [ "$have_tls" = no ]; then
 		echo "ok   $name (mapping only: the binary has no TLS)"
+		return 0
+	fi
+	# A flag the daemon takes from a later version on: the command line
+	# procd would run is checked, the binary only once it knows the flag.
+	if [ "$needs" = stats-no-auth ] && ! "$bin" --help 2>&1 | grep -q -e --stats-no-auth; then
+		echo "ok   $name (mapping only: this binary has no --stats-no-auth yet)"
 		return 0
 	fi
 	[ -z "$got" ] || accepted "$name" "$got"
@@ -99,7 +105,7 @@ fi
 
 check "the shipped default: loopback only" \
 	"$(cat "$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config")" \
-	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --idle-timeout 50 --max-idle-per-host 8 --max-idle 256 --tcp-keepalive 15 --grace 4 --user keepalive-proxy "
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --idle-timeout 50 --max-idle-per-host 8 --max-idle 256 --tcp-keepalive 15 --stats-listen 127.0.0.1:9251 --grace 4 --user keepalive-proxy "
 
 check "LAN with an allow list, a password file and the stats page" \
 "config keepalive-proxy 'main'
@@ -113,6 +119,28 @@ check "LAN with an allow list, a password file and the stats page" \
 	option stats_listen '127.0.0.1:9251'
 	option verbose '2'" \
 	"/usr/sbin/keepalive-proxy -p 3128 -b 192.168.1.1 --allow 192.168.1.0/24 --allow fd00::/8 --auth-file /etc/keepalive-proxy/users --upstream-rcvbuf 8388608 --congestion reno --stats-listen 127.0.0.1:9251 -v -v "
+
+# The stats page asks the users file's credentials unless stats_auth is 0,
+# which the shipped config sets for its listener on loopback.
+check "a users file and the stats page on loopback without credentials (stats_auth 0)" \
+"config keepalive-proxy 'main'
+	option auth_file '/etc/keepalive-proxy/users'
+	option stats_listen '127.0.0.1:9251'
+	option stats_auth '0'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --auth-file /etc/keepalive-proxy/users --stats-listen 127.0.0.1:9251 --stats-no-auth " \
+	stats-no-auth
+
+check "a users file and the stats page with credentials (stats_auth unset: 1)" \
+"config keepalive-proxy 'main'
+	option auth_file '/etc/keepalive-proxy/users'
+	option stats_listen '127.0.0.1:9251'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --auth-file /etc/keepalive-proxy/users --stats-listen 127.0.0.1:9251 "
+
+check "stats_auth 0 without a users file is no flag" \
+"config keepalive-proxy 'main'
+	option stats_listen '127.0.0.1:9251'
+	option stats_auth 'no'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --stats-listen 127.0.0.1:9251 "
 
 check "disabled" \
 "config keepalive-proxy 'main'
@@ -164,6 +192,16 @@ check "read-ahead with a router's memory" \
 	option read_ahead_ttl '10'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 --read-ahead-ttl 10 "
 
+# Sizes as the daemon documents them (K, M or G), and as plain bytes.
+check "sizes with K, M or G: split_size 8M, read_ahead_memory 64M" \
+"config keepalive-proxy 'main'
+	list split '*.googlevideo.com'
+	option split_size '8M'
+	option read_ahead_memory '64M'
+	option upstream_rcvbuf '8388608'
+	option upstream_sndbuf '4194304'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --upstream-rcvbuf 8388608 --upstream-sndbuf 4194304 --read-ahead-memory 64M --split *.googlevideo.com --split-size 8M "
+
 check "split downloads from two hosts, on two connections" \
 "config keepalive-proxy 'main'
 	list split '*.googlevideo.com'
@@ -201,6 +239,122 @@ check "booleans as UCI writes them" \
 	option enabled 'yes'
 	option read_ahead 'on'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead "
+
+# A refused option stops the start, and says which option and why in the
+# system log (logger), where logread shows it after LuCI's Save & Apply.
+# refusal NAME UCI-TEXT OPTION
+refusal()
+{
+	printf '%s\n' "$2" >"$work/uci"
+	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>"$work/said") || :
+	if [ -z "$got" ] && grep -q "^log -t keepalive-proxy -p daemon.err option $3[: ]" "$work/said"; then
+		echo "ok   $1"
+	else
+		echo "FAIL $1"
+		printf '  command: %s\n' "$got"
+		grep -v '^validate\|^param\|validates as\|defaults to' "$work/said" | sed 's/^/  /'
+		failed=$((failed + 1))
+	fi
+}
+refusal "split_size 8Q is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option split_size '8Q'" split_size
+refusal "read_ahead_memory 0x100 (ubox's uinteger would take it) is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option read_ahead_memory '0x100'" read_ahead_memory
+refusal "split_size 2G, above the daemon's 1 GiB, is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option split_size '2G'" split_size
+refusal "upstream_rcvbuf 8M (the daemon takes bytes only there) is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option upstream_rcvbuf '8M'" upstream_rcvbuf
+refusal "an allow list with a bad item is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list allow '192.168.1.0/24'
+	list allow '192.168.1.0/33'" allow
+
+# Each size option's verdict is the daemon's: the init script starts it
+# exactly when keepalive-proxy itself takes the value (--check-host exits 2
+# on an option it refuses, before it checks anything).
+agree=0
+for case in \
+	"split_size --split-size 8M 8m 8388608 65536 65535 64K 63K 1G 1025M 2G 0 08M 8Q 0x100 8MB -1 1.5M" \
+	"read_ahead_memory --read-ahead-memory 64M 16M 1M 1048576 1048575 1023K 2G 0 64Q 0x100000" \
+	"upstream_rcvbuf --upstream-rcvbuf 8388608 4096 4095 1073741824 1073741825 8M 0x1000 010000" \
+	"upstream_sndbuf --upstream-sndbuf 4194304 4096 4095 4M" \
+	"max_clients --max-clients 1 0 512 10000000 10000001 0x10 0100 1K"; do
+	# shellcheck disable=SC2086
+	set -- $case
+	option=$1 flag=$2
+	shift 2
+	for value in "$@"; do
+		printf "config keepalive-proxy 'main'\n\toption %s '%s'\n" "$option" "$value" >"$work/uci"
+		if [ -n "$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null)" ]; then
+			ours=starts
+		else
+			ours=refuses
+		fi
+		rc=0
+		"$bin" "$flag" "$value" --check-host >/dev/null 2>&1 || rc=$?
+		if [ "$rc" = 2 ]; then daemon=refuses; else daemon=starts; fi
+		if [ "$ours" != "$daemon" ]; then
+			echo "FAIL $option '$value': the init script $ours, keepalive-proxy $flag $value $daemon"
+			agree=1
+		fi
+	done
+done
+if [ "$agree" = 0 ]; then
+	echo "ok   each size option is taken or refused as keepalive-proxy takes or refuses it"
+else
+	failed=$((failed + 1))
+fi
+
+# procd's limits: the open-file limit that lets the daemon serve its
+# --max-clients (two descriptors a client, 32 kept back), checked against
+# the daemon, which says when the limit it is given holds it to fewer.
+# fits UCI-TEXT WANT-NOFILE CLIENTS
+# (dash and busybox ash have "ulimit -n".)
+# shellcheck disable=SC3045
+fits()
+{
+	printf "config keepalive-proxy 'main'\n%s\n" "$1" >"$work/uci"
+	sh "$here/uci-procd-harness.sh" "$init" "$work/uci" >/dev/null 2>"$work/said"
+	got=$(sed -n 's/^param limits //p' "$work/said")
+	if [ "$got" != "nofile=$2 $2" ]; then
+		echo "FAIL procd's open-file limit for $3 clients: got '$got', want 'nofile=$2 $2'"
+		failed=$((failed + 1))
+		return 0
+	fi
+	if ! (ulimit -n "$2") 2>/dev/null; then
+		echo "ok   procd's open-file limit for $3 clients is $2 (not run: this shell cannot raise its limit to it)"
+		return 0
+	fi
+	port=$((20000 + ($$ * 7 + $2) % 12000))
+	(ulimit -n "$2" && exec timeout 1 "$bin" -p "$port" -b 127.0.0.1 -v ${4:+--max-clients "$4"}) \
+		>"$work/log" 2>&1 || :
+	if grep -q "listening on" "$work/log" && ! grep -q "allows .* clients, not" "$work/log"; then
+		echo "ok   procd's open-file limit for $3 clients is $2, and the daemon serves them all under it"
+	else
+		echo "FAIL the daemon under nofile $2 does not serve $3 clients"
+		sed 's/^/  /' "$work/log"
+		failed=$((failed + 1))
+	fi
+}
+fits "	option port '9250'" 20032 10000
+fits "	option max_clients '512'" 1056 512 512
+
+# rc.common's way to add a command (extra_command, as it adds its own):
+# make_ca is a command of the script, with its help; EXTRA_COMMANDS and
+# EXTRA_HELP are the old form.
+sh "$here/uci-procd-harness.sh" "$init" "$work/uci" help >"$work/help" 2>&1 || :
+if grep -q "^	make_ca  *Create the interception CA" "$work/help" &&
+	! grep -q '^[^#]*EXTRA_\(COMMANDS\|HELP\)' "$init"; then
+	echo "ok   make_ca is declared with extra_command, and rc.common's help lists it"
+else
+	echo "FAIL make_ca is not declared with extra_command"
+	sed 's/^/  /' "$work/help"
+	failed=$((failed + 1))
+fi
 
 # Every option the shipped config names, set or commented out, has a type
 # in the validation, and the validation names nothing the config lacks.

@@ -6,10 +6,12 @@
 # around it. Two ways:
 #
 #   uci-procd-harness.sh INIT-SCRIPT UCI-FILE [FUNCTION [PROG]]
-#     runs the script's start_service() (or FUNCTION, an EXTRA_COMMANDS
-#     entry such as make_ca, with the script's PROG replaced by the program
-#     named) and prints the command line procd would be given, one word per
-#     line; what else the script asks of procd goes to standard error.
+#     runs the script's start_service() (or FUNCTION, a command the script
+#     adds with extra_command, such as make_ca, with the script's PROG
+#     replaced by the program named; or "help") and prints the command line
+#     procd would be given, one word per line; what else the script asks of
+#     procd, and what it sends to logger, go to standard error ("param
+#     NAME ...", "log ...").
 #
 #   KP_PROCD_STATE=DIR uci-procd-harness.sh INIT-SCRIPT UCI-FILE rc ACTION
 #     does what "/etc/init.d/keepalive-proxy ACTION" does on a router, for
@@ -96,16 +98,45 @@ config_foreach()
 }
 
 # The callback runs in this shell, as in OpenWrt's: what it sets is kept.
+# Its locals have the names of OpenWrt's own (section, option, function,
+# val, len, c), which the callback sees and must not trip over.
 config_list_foreach()
 {
-	local items item
-	eval "items=\${uci_list_$1_$2:-}"
-	while IFS= read -r item; do
-		[ -n "$item" ] && "$3" "$item"
+	local section="$1" option="$2" function="$3" val len c
+	eval "len=\${uci_list_${section}_${option}:-}"
+	c=0
+	while IFS= read -r val; do
+		[ -n "$val" ] && "$function" "$val"
+		c=$((c + 1))
 	done <<EOF
-$items
+$len
 EOF
 	return 0
+}
+
+# --- rc.common and busybox's logger ----------------------------------------
+# rc.common (package/base-files/files/etc/rc.common) defines extra_command
+# before it sources the script, lists its own commands with it, adds the
+# old EXTRA_COMMANDS, and runs an action only if it is in that list:
+#   extra_command() { ... ALL_HELP="${ALL_HELP}\t${extra}\n"; ALL_COMMANDS="${ALL_COMMANDS} ${cmd}"; }
+#   ALL_COMMANDS="${ALL_COMMANDS} ${EXTRA_COMMANDS}"
+#   list_contains ALL_COMMANDS "$action" || action=help
+ALL_COMMANDS=
+ALL_HELP=
+extra_command()
+{
+	ALL_HELP="${ALL_HELP}	$(printf '%-16s%s' "$1" "$2")
+"
+	ALL_COMMANDS="$ALL_COMMANDS $1"
+}
+for c in start stop restart reload enable disable enabled running status trace info; do
+	extra_command "$c" ""
+done
+
+# What goes to the system log, on standard error.
+logger()
+{
+	echo "log $*" >&2
 }
 
 # --- validation, as procd.sh has it (package/system/procd/files/procd.sh) --
@@ -403,6 +434,22 @@ set +u
 [ -z "$prog" ] || [ "$mode" = rc ] || PROG=$prog
 
 if [ "$mode" = print ]; then
+	case "$fn" in
+	start_service | service_triggers) ;;
+	help)
+		printf 'Available commands:\n%s%s' "$ALL_HELP" "${EXTRA_HELP:-}"
+		exit 0
+		;;
+	*)
+		case " $ALL_COMMANDS ${EXTRA_COMMANDS:-} " in
+		*" $fn "*) ;;
+		*)
+			echo "rc.common: $fn is no command of this script" >&2
+			exit 1
+			;;
+		esac
+		;;
+	esac
 	"$fn"
 	exit 0
 fi

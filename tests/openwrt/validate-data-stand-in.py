@@ -13,7 +13,7 @@ procd_add_validation sends to procd instead.
 Modelled on ubox.git validate/cli.c (validate_value, export_value,
 escape_value, bool_to_num) and validate/validate.c (the datatypes this
 project's init script uses: bool, port, uinteger, ufloat, string, ipaddr,
-cidr, range(min,max) and list(...)). Values are judged as a person types
+cidr, range(min,max), list(...) and regex('...')). Values are judged as a person types
 them; C library corner cases (a sign before a port, say) are not modelled.
 A datatype not modelled here is an error, so a new one in the init script
 cannot pass unchecked.
@@ -115,6 +115,18 @@ def dt_parse(expr, value):
         n = c_strtoul_base0(value)
         ok = n is not None and int(args[0]) <= n <= int(args[1])
         return DT_NUMBER if ok else DT_INVALID
+    if name == "regex":
+        # validate.c, dt_type_regex(): the quoted argument, as written,
+        # between "^" and "$", compiled with REG_EXTENDED | REG_NOSUB; a
+        # value of type string. Python's re reads the ERE subset allowed
+        # here the same way; anything beyond it is refused as unmodelled.
+        if len(args) != 1 or len(args[0]) < 2 or args[0][0] not in "'\"" \
+                or args[0][-1] != args[0][0]:
+            return DT_INVALID
+        pattern = args[0][1:-1]
+        if not re.fullmatch(r"[][0-9A-Za-z+?*.-]*", pattern):
+            raise SystemExit(f"validate_data stand-in: regex {pattern!r} is not modelled here")
+        return DT_STRING if re.fullmatch(pattern, value) else DT_INVALID
     if name == "ipaddr":
         return DT_STRING if is_ipaddr(value) else DT_INVALID
     if name == "cidr":
