@@ -15,7 +15,11 @@ modelled:
    reads it;
 4. the package's version is the one the binary reports, and the package's
    test.sh (run by the openwrt/packages CI) passes with the built binary;
-5. every script under contrib/ carries its run bit.
+5. every script under contrib/ carries its run bit;
+6. built from a checkout with USE_SOURCE_DIR, the package's prepare and
+   CMake configure write nothing into the checkout, as package.mk and
+   cmake.mk run them; and PKG_LICENSE names the licences of what is built
+   in, with a licence file for each.
 
 Usage: test_feed.py SOURCE-DIR KEEPALIVE-PROXY-BINARY
 """
@@ -522,6 +526,134 @@ def run_bits(src):
                   f"{os.path.relpath(path, src)} can be run")
 
 
+# --- 6. USE_SOURCE_DIR, and the licences --------------------------------------
+# include/package.mk, for a build from a checkout (USE_SOURCE_DIR=DIR):
+#   Build/Prepare/Default: rm -rf $(PKG_BUILD_DIR);
+#     ln -snf $(USE_SOURCE_DIR) $(PKG_BUILD_DIR); touch $(PKG_BUILD_DIR)/.source_dir
+#   PKG_BUILD_DIR ?= $(BUILD_DIR)/$(if $(BUILD_VARIANT),$(PKG_NAME)-$(BUILD_VARIANT)/)$(PKG_NAME)$(if $(PKG_VERSION),-$(PKG_VERSION))
+# and include/cmake.mk:
+#   CMAKE_BINARY_DIR = $(PKG_BUILD_DIR)$(if $(CMAKE_BINARY_SUBDIR),/$(CMAKE_BINARY_SUBDIR))
+#   CMAKE_SOURCE_DIR = $(PKG_BUILD_DIR)$(if $(CMAKE_SOURCE_SUBDIR),/$(CMAKE_SOURCE_SUBDIR))
+#   Build/Configure/Default: mkdir -p $(CMAKE_BINARY_DIR); (cd $(CMAKE_BINARY_DIR);
+#     cmake ... $(CMAKE_OPTIONS) $(CMAKE_SOURCE_DIR))
+# These rules are written below as small stand-ins for rules.mk, package.mk
+# and cmake.mk (the Makefile's own text is what GNU make reads), the
+# package's Build/Prepare and cmake.mk's configure are run for real, and
+# the checkout, a copy of this one, must come out as it went in.
+STUB_RULES = """\
+BUILD_DIR := $(TOPDIR)/build_dir
+DL_DIR := $(TOPDIR)/dl
+INCLUDE_DIR := $(TOPDIR)/include
+TAR := tar
+"""
+STUB_PACKAGE = """\
+PKG_BUILD_DIR ?= $(BUILD_DIR)/$(if $(BUILD_VARIANT),$(PKG_NAME)-$(BUILD_VARIANT)/)$(PKG_NAME)$(if $(PKG_VERSION),-$(PKG_VERSION))
+PKG_INSTALL_DIR ?= $(PKG_BUILD_DIR)/ipkg-install
+ifdef USE_SOURCE_DIR
+define Build/Prepare/Default
+	rm -rf $(PKG_BUILD_DIR)
+	mkdir -p $(dir $(PKG_BUILD_DIR))
+	ln -snf $(USE_SOURCE_DIR) $(PKG_BUILD_DIR)
+	touch $(PKG_BUILD_DIR)/.source_dir
+endef
+endif
+Download =
+BuildPackage =
+"""
+STUB_CMAKE = """\
+CMAKE_BINARY_DIR = $(PKG_BUILD_DIR)$(if $(CMAKE_BINARY_SUBDIR),/$(CMAKE_BINARY_SUBDIR))
+CMAKE_SOURCE_DIR = $(PKG_BUILD_DIR)$(if $(CMAKE_SOURCE_SUBDIR),/$(CMAKE_SOURCE_SUBDIR))
+define Build/Configure/Default
+	mkdir -p $(CMAKE_BINARY_DIR)
+	cd $(CMAKE_BINARY_DIR) && cmake --no-warn-unused-cli -DCMAKE_BUILD_TYPE=Release $(CMAKE_OPTIONS) $(CMAKE_SOURCE_DIR)
+endef
+"""
+DRIVER = """\
+include $(PACKAGE_MAKEFILE)
+.PHONY: prepare configure vars
+prepare:
+	$(Build/Prepare)
+configure:
+	$(Build/Configure/Default)
+vars:
+	@echo PKG_LICENSE=$(PKG_LICENSE)
+	@echo PKG_LICENSE_FILES=$(PKG_LICENSE_FILES)
+	@echo PKG_BUILD_DIR=$(PKG_BUILD_DIR)
+"""
+
+
+def files_under(top):
+    found = set()
+    for root, dirs, names in os.walk(top):
+        found.update(os.path.relpath(os.path.join(root, n), top) for n in names + dirs)
+    return found
+
+
+def source_dir_build(src, feed):
+    import shutil
+    makefile = os.path.join(feed, "keepalive-proxy", "Makefile")
+    top, _ = make_vars(open(makefile).read())
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in (("rules.mk", STUB_RULES), ("include/package.mk", STUB_PACKAGE),
+                           ("include/cmake.mk", STUB_CMAKE), ("driver.mk", DRIVER)):
+            os.makedirs(os.path.dirname(os.path.join(tmp, name)), exist_ok=True)
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+        # The checkout: this one's sources, without its build trees.
+        checkout = os.path.join(tmp, "checkout")
+        shutil.copytree(src, checkout, symlinks=True,
+                        ignore=lambda d, names: [n for n in names if n.startswith(("build", ".git", "Testing"))
+                                                 or (d == src and n == "keepalive-proxy")])
+        # llhttp's release as upstream lays it out: LICENSE, src/*.c, include/.
+        release = os.path.join(tmp, "release", "llhttp-release")
+        os.makedirs(os.path.join(release, "src"))
+        os.makedirs(os.path.join(release, "include"))
+        have_llhttp = os.path.isfile("/usr/share/llhttp/llhttp.c") and \
+            os.path.isfile("/usr/share/include/llhttp/llhttp.h")
+        if have_llhttp:
+            for c in os.listdir("/usr/share/llhttp"):
+                if c.endswith(".c"):
+                    shutil.copy(os.path.join("/usr/share/llhttp", c), os.path.join(release, "src"))
+            shutil.copy("/usr/share/include/llhttp/llhttp.h", os.path.join(release, "include"))
+        open(os.path.join(release, "LICENSE"), "w").write("MIT\n")
+        os.makedirs(os.path.join(tmp, "dl"))
+        subprocess.run(["tar", "-czf", os.path.join(tmp, "dl", f"llhttp-release-v{top.get('LLHTTP_VERSION')}.tar.gz"),
+                        "-C", os.path.dirname(release), "llhttp-release"], check=True)
+        before = files_under(checkout)
+        make = ["make", "-s", "-C", os.path.dirname(makefile), "-f", os.path.join(tmp, "driver.mk"),
+                "TOPDIR=" + tmp, "PACKAGE_MAKEFILE=" + makefile, "USE_SOURCE_DIR=" + checkout,
+                "BUILD_VARIANT=nossl"]
+        prep = subprocess.run(make + ["prepare"], capture_output=True, text=True)
+        conf = None
+        if prep.returncode == 0 and have_llhttp and shutil.which("cmake"):
+            conf = subprocess.run(make + ["configure"], capture_output=True, text=True, timeout=120)
+        new = sorted(files_under(checkout) - before)
+        check(prep.returncode == 0, "USE_SOURCE_DIR: the package's Build/Prepare runs",
+              prep.stdout + prep.stderr)
+        check(conf is None or conf.returncode == 0,
+              "USE_SOURCE_DIR: cmake.mk's configure runs on the prepared tree",
+              "" if conf is None else (conf.stdout + conf.stderr)[-3000:])
+        check(not new, "USE_SOURCE_DIR: prepare%s write nothing into the checkout"
+              % (" and configure" if conf is not None else ""),
+              "new in the checkout: " + ", ".join(new[:20]))
+        # The licences, read as the package states them, of what it unpacks.
+        out = subprocess.run(make + ["vars"], capture_output=True, text=True).stdout
+        vals = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        licences = vals.get("PKG_LICENSE", "").split()
+        files = vals.get("PKG_LICENSE_FILES", "").split()
+        check(licences == ["ISC", "MIT"], "PKG_LICENSE is ISC (keepalive-proxy) and MIT (llhttp, built in)",
+              f"PKG_LICENSE={vals.get('PKG_LICENSE')}")
+        # Relative to PKG_BUILD_DIR: the tarball's own LICENSE, and llhttp's
+        # where Build/Prepare unpacked it.
+        build = vals.get("PKG_BUILD_DIR", "")
+        check("LICENSE" in files and "llhttp/LICENSE" in files
+              and os.path.isfile(os.path.join(build, "llhttp/LICENSE"))
+              and os.path.isfile(os.path.join(src, "LICENSE")),
+              "PKG_LICENSE_FILES names LICENSE and llhttp/LICENSE, which Build/Prepare unpacked",
+              f"PKG_LICENSE_FILES={vals.get('PKG_LICENSE_FILES')}; in {build}: "
+              f"{sorted(os.listdir(build)) if os.path.isdir(build) else 'nothing'}")
+
+
 def main():
     src, binary = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     feed = os.path.join(src, "contrib", "openwrt")
@@ -531,6 +663,7 @@ def main():
     kept(feed)
     version(src, feed, binary)
     run_bits(src)
+    source_dir_build(src, feed)
     if failed:
         print(f"{len(failed)} check(s) failed")
         return 1
