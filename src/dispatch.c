@@ -32,6 +32,12 @@ struct dispatch_host {
 	uint16_t port;
 	bool restricted;                 /* its connections obey the destination rules */
 	bool tls;                        /* its connections speak TLS */
+	/*
+	 * The origin refused more connections than it allows: none opens and
+	 * none goes idle while more than keep are open (dispatch_shrink_host).
+	 */
+	bool shrinking;
+	unsigned keep;
 	char name[256];
 };
 
@@ -105,10 +111,24 @@ schedule_check(struct dispatch_host *h)
 	h->d->to_check = h;
 }
 
-/* Connections held by background requests do not count when a client request asks. */
+/* Does h still have more connections open than it was shrunk to? The shrink ends once not. */
 static bool
-under_cap(const struct dispatch_host *h)
+over_shrink(struct dispatch_host *h)
 {
+	if (h && h->shrinking && h->open <= h->keep)
+		h->shrinking = false;
+	return h && h->shrinking;
+}
+
+/*
+ * Connections held by background requests do not count when a client
+ * request asks; while shrinking, nothing opens.
+ */
+static bool
+under_cap(struct dispatch_host *h)
+{
+	if (over_shrink(h))
+		return false;
 	return h->d->max_per_host == 0 || h->open - h->background_busy < h->d->max_per_host;
 }
 
@@ -411,6 +431,22 @@ pool_dropped(struct pool_entry *e, enum pool_drop_reason why)
 	upstream_close(&dc->up);
 }
 
+void
+dispatch_shrink_host(struct dispatch *d, const char *key, unsigned keep)
+{
+	struct table_node *n = table_find(&d->hosts, key);
+	struct dispatch_host *h = n ? container_of(n, struct dispatch_host, node) : NULL;
+
+	if (!h || h->open <= keep)
+		return;
+	h->shrinking = true;
+	h->keep = keep;
+	log_debug("upstream %s: %u connections open, shrinking to %u", key, h->open, keep);
+	/* The least recently used go first: the one kept has the warmest window. */
+	while (over_shrink(h) && d->pool && pool_evict_oldest_of(d->pool, key))
+		;
+}
+
 bool
 dispatch_free_descriptor(struct dispatch *d)
 {
@@ -618,7 +654,14 @@ connection_free(struct dispatch_conn *dc)
 static void
 conn_ready(struct upstream *up)
 {
-	connection_free(conn_of(up));
+	struct dispatch_conn *dc = conn_of(up);
+
+	/* A connect nobody needs to keep, to an origin that allows fewer. */
+	if (!dc->bound && over_shrink(dc->host)) {
+		upstream_close(up);
+		return;
+	}
+	connection_free(dc);
 }
 
 static void
@@ -705,7 +748,7 @@ source_release(struct source *src, bool reusable)
 		serve_piped(dc, reusable);
 		return;
 	}
-	if (!upstream_end(&dc->up) || !reusable || dc->spoiled) {
+	if (!upstream_end(&dc->up) || !reusable || dc->spoiled || over_shrink(dc->host)) {
 		upstream_close(&dc->up);
 		return;
 	}

@@ -46,6 +46,7 @@ static double
 wait_timeout(const struct exchange *ex)
 {
 	const struct kp_config *cfg = ex->priv.env->cfg;
+	double limit;
 
 	if (ex->priv.mode == MODE_TUNNEL)
 		return cfg->tunnel_timeout;
@@ -60,9 +61,10 @@ wait_timeout(const struct exchange *ex)
 	if (!ex->priv.src)
 		return cfg->queue_timeout < cfg->response_timeout ? cfg->queue_timeout
 		                                                  : cfg->response_timeout;
-	if (exchange_awaits_response(ex))
-		return cfg->response_timeout;
-	return cfg->io_timeout;
+	limit = exchange_awaits_response(ex) ? cfg->response_timeout : cfg->io_timeout;
+	if (ex->owner.stall_timeout > 0 && ex->owner.stall_timeout < limit)
+		limit = ex->owner.stall_timeout;
+	return limit;
 }
 
 /* Bytes moved: the deadline counts from now (the timer finds out when it fires). */

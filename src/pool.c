@@ -247,6 +247,18 @@ pool_evict_oldest(struct pool *p)
 	return true;
 }
 
+bool
+pool_evict_oldest_of(struct pool *p, const char *key)
+{
+	struct pool_host *h = host_find(p, key);
+	struct pool_entry *e = h ? KP_LIST_LAST(&h->entries, struct pool_entry, host_link) : NULL;
+
+	if (!e)
+		return false;
+	drop(e, POOL_DROP_EVICTED);
+	return true;
+}
+
 struct pool_entry *
 pool_take(struct pool *p, const char *key)
 {

@@ -13,14 +13,23 @@
 #include "kp/memconn.h"
 #include "kp/ranges.h"
 #include "kp/stats.h"
+#include "kp/table.h"
 
 /* Resumes of one piece in a row without a byte of progress, before the client is cut off. */
 #define RESUMES_MAX 5
 /* How long a host that refused a second connection gets only one. */
 #define BACKOFF_SECONDS 600.0
-/* Hosts remembered as backed off, or as answering whole; the oldest entry gives way. */
+/* Hosts remembered as backed off, or as answering ranges; the oldest entry gives way. */
 #define HOSTS_REMEMBERED 32
-/* How long a host that answered a bounded Range with the whole object is not asked again. */
+/* URLs remembered as answering a bounded Range with the whole object; the oldest gives way. */
+#define URLS_REMEMBERED 64
+/*
+ * A host is taken to answer no ranges at all once this many of its URLs
+ * answered whole, and none of them with a 206, within NO_RANGES_SECONDS: a
+ * client asking for one URL says nothing of the host's others.
+ */
+#define WHOLE_URLS_FOR_HOST 3
+/* How long a URL that answered a bounded Range with the whole object is not asked again. */
 #define NO_RANGES_SECONDS 600.0
 /* Pieces of one download between the one read and the last asked for. */
 #define PIECES_MAX 8
@@ -30,24 +39,41 @@
 #define SPLIT_ROUND (64u * 1024)
 /* A validator longer than this is no validator we keep. */
 #define VALIDATOR_MAX 256
+/*
+ * A piece's fetch that brings nothing for a quarter of the client's own
+ * deadline (the --response-timeout or --io-timeout its exchange has too),
+ * and never longer than STALL_MAX, a stall no healthy origin shows, is given
+ * up and the rest asked again elsewhere: the client sees a resume, not a cut.
+ */
+#define STALL_SHARE 4
+#define STALL_MAX 15.0
 /* How soon a download that found no memory for its next piece tries again. */
 #define THROTTLE_RETRY 0.05
 
+/* Each note has a table of its own, so that hosts noted for one never push out the other. */
 enum host_note {
 	HOST_BACKED_OFF,   /* refused more than one connection: one for a while */
-	HOST_WHOLE,        /* answered a bounded Range with the whole object: not split */
+	HOST_RANGED,       /* answered a bounded Range with a 206 lately */
+	HOST_NOTES,
 };
 
 struct host_memo {
 	char host[272];                /* host:port, the pool key */
-	enum host_note note;
-	ev_tstamp until;   /* 0: slot free */
+	ev_tstamp until;               /* 0: slot free */
+};
+
+/* A URL that answered a bounded Range with the whole object: not split for a while. */
+struct url_memo {
+	char host[272];
+	uint32_t path_hash;            /* table_hash_more of the path */
+	ev_tstamp until;               /* 0: slot free */
 };
 
 struct ra_split {
 	const struct proxy_env *env;
 	struct ra_store *st;
-	struct host_memo hosts[HOSTS_REMEMBERED];
+	struct host_memo hosts[HOST_NOTES][HOSTS_REMEMBERED];
+	struct url_memo urls[URLS_REMEMBERED];
 	unsigned downloads;   /* running now */
 };
 
@@ -112,9 +138,9 @@ memo_find(const struct ra_split *sp, const char *host, enum host_note note)
 	ev_tstamp now = clock_now(sp->env->clock);
 
 	for (unsigned i = 0; i < HOSTS_REMEMBERED; i++) {
-		const struct host_memo *h = &sp->hosts[i];
+		const struct host_memo *h = &sp->hosts[note][i];
 
-		if (h->until > now && h->note == note && strcmp(h->host, host) == 0)
+		if (h->until > now && strcmp(h->host, host) == 0)
 			return (struct host_memo *)h;
 	}
 	return NULL;
@@ -125,19 +151,70 @@ static bool
 memo_note(struct ra_split *sp, const char *host, enum host_note note, double seconds)
 {
 	ev_tstamp now = clock_now(sp->env->clock);
-	struct host_memo *h = memo_find(sp, host, note), *oldest = &sp->hosts[0];
+	struct host_memo *h = memo_find(sp, host, note), *oldest = &sp->hosts[note][0];
 	bool fresh = h == NULL;
 
 	if (!h) {
 		for (unsigned i = 0; i < HOSTS_REMEMBERED; i++)
-			if (sp->hosts[i].until < oldest->until)
-				oldest = &sp->hosts[i];
+			if (sp->hosts[note][i].until < oldest->until)
+				oldest = &sp->hosts[note][i];
 		h = oldest;
 		snprintf(h->host, sizeof(h->host), "%s", host);
-		h->note = note;
 	}
 	h->until = now + seconds;
 	return fresh;
+}
+
+static uint32_t
+path_hash(const char *path, size_t len)
+{
+	return table_hash_more(TABLE_HASH_START, path, len);
+}
+
+/* Remembers that host's path answered a bounded Range whole, for NO_RANGES_SECONDS. */
+static void
+url_note(struct ra_split *sp, const char *host, const char *path, size_t len)
+{
+	ev_tstamp now = clock_now(sp->env->clock);
+	uint32_t hash = path_hash(path, len);
+	struct url_memo *u = &sp->urls[0];
+
+	for (unsigned i = 0; i < URLS_REMEMBERED; i++) {
+		struct url_memo *o = &sp->urls[i];
+
+		if (o->until > now && o->path_hash == hash && strcmp(o->host, host) == 0) {
+			u = o;
+			break;
+		}
+		if (o->until < u->until)
+			u = o;
+	}
+	snprintf(u->host, sizeof(u->host), "%s", host);
+	u->path_hash = hash;
+	u->until = now + NO_RANGES_SECONDS;
+}
+
+/*
+ * Does this URL answer ranges whole, as far as is remembered: it did
+ * itself, or WHOLE_URLS_FOR_HOST of its host's did and none answered a 206?
+ */
+static bool
+answers_whole(const struct ra_split *sp, const char *host, const char *path, size_t len)
+{
+	ev_tstamp now = clock_now(sp->env->clock);
+	uint32_t hash = path_hash(path, len);
+	unsigned urls = 0;
+
+	for (unsigned i = 0; i < URLS_REMEMBERED; i++) {
+		const struct url_memo *u = &sp->urls[i];
+
+		if (u->until <= now || strcmp(u->host, host) != 0)
+			continue;
+		if (u->path_hash == hash)
+			return true;
+		urls++;
+	}
+	return urls >= WHOLE_URLS_FOR_HOST && !memo_find(sp, host, HOST_RANGED);
 }
 
 bool
@@ -177,6 +254,15 @@ in_flight(struct download *d)
 
 static void piece_ended(void *arg, struct ra_piece *p);
 
+static double
+piece_stall(const struct kp_config *cfg)
+{
+	double client = cfg->io_timeout < cfg->response_timeout ? cfg->io_timeout
+	                                                         : cfg->response_timeout;
+
+	return client / STALL_SHARE < STALL_MAX ? client / STALL_SHARE : STALL_MAX;
+}
+
 /*
  * Asks for the object's bytes first..last: the proxy's request for the
  * object with that Range, and with If-Range once the version is known, so
@@ -191,7 +277,7 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 	struct http_head_edit edit = {.drop = drop, .range = true, .first = first, .last = last};
 	struct ra_fetch f = {
 		.ask = &d->ask, .key = &d->key, .range = {first, last}, .expect = last - first + 1,
-		.may_connect = may_connect,
+		.may_connect = may_connect, .stall = piece_stall(cfg),
 	};
 	struct http_parser ps;
 	struct http_head req;
@@ -386,6 +472,16 @@ same_version(const struct download *d, const struct http_head *h, const char *ba
 	       memcmp(base + v.off, d->validator, v.len) == 0;
 }
 
+/*
+ * What an origin that minds how many connections a client opens answers
+ * one too many (a CDN's 403, a 429, a 503, an account's 401).
+ */
+static bool
+refuses_connections(int status)
+{
+	return status == 401 || status == 403 || status == 429 || status == 503;
+}
+
 /* Not done with a first piece that cannot be split: the origin answers the client itself. */
 static int
 not_split(struct download *d, const char *why)
@@ -426,8 +522,13 @@ prepare_first(struct memsource *m)
 		 * drops a Range), which says nothing of its other objects.
 		 */
 		if (bytes_as_stored(&h, mem->data))
-			memo_note(d->sp, d->target.key, HOST_WHOLE, NO_RANGES_SECONDS);
+			url_note(d->sp, d->target.key, d->key.path, d->key.path_len);
 		return not_split(d, "the origin answered a range with the whole object");
+	}
+	/* An origin that minds several connections refused one of them: one is asked. */
+	if (refuses_connections(h.status) && d->connections > 1) {
+		d->refused = true;
+		return -1;
 	}
 	if (h.status != 206 || !ranges_answered(&h, mem->data, &got, &complete) ||
 	    got.first != s->first || got.last > s->last || (got.last < s->last && got.last != complete - 1))
@@ -439,6 +540,7 @@ prepare_first(struct memsource *m)
 	memcpy(d->validator, mem->data + v.off, v.len);
 	d->validator_len = v.len;
 	d->complete = complete;
+	memo_note(d->sp, d->target.key, HOST_RANGED, NO_RANGES_SECONDS);
 	end = d->want_last < complete - 1 ? d->want_last : complete - 1;
 	d->want_last = end;
 	s->last = got.last;
@@ -497,7 +599,7 @@ prepare_piece(struct memsource *m)
 
 	if (!parse_response(mem, cfg_of(d)->max_header_bytes, &ps, &h))
 		return mem->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : -1;
-	if (h.status == 401 || h.status == 403 || h.status == 429 || h.status == 503) {
+	if (refuses_connections(h.status)) {
 		if (d->connections > 1) {
 			d->refused = true;
 			return -1;
@@ -549,10 +651,15 @@ read_piece(struct download *d, struct ra_piece *p, uint64_t first)
 	ra_piece_promote(p);
 	d->window_first = first;
 	d->window_at = 0;
-	memsource_move(&d->m, ra_piece_memory(p), prepare_piece);
+	memsource_move(&d->m, ra_piece_memory(p),
+	               d->state == DOWNLOAD_FIRST ? prepare_first : prepare_piece);
 }
 
-/* More than one connection was refused: one from now on, for this host a while. */
+/*
+ * More than one connection was refused: one from now on, for this host a
+ * while, and the others closed before anything is asked again, since the
+ * origin counts them open until they are.
+ */
 static void
 back_off(struct download *d)
 {
@@ -562,7 +669,10 @@ back_off(struct download *d)
 	kp_stats.split_backoffs++;
 	d->connections = 1;
 	d->refused = false;
-	/* What else is on its way was asked on the connections refused: asked again as it comes. */
+	/*
+	 * What else is on its way was asked on the connections refused: asked
+	 * again as it comes. A fetch still going ends with its connection.
+	 */
 	while (d->count > 1) {
 		struct slot *last = slot_at(d, d->count - 1);
 
@@ -571,6 +681,8 @@ back_off(struct download *d)
 		last->p = NULL;
 		d->count--;
 	}
+	/* The client's key is the fetches' too: one composer makes both (dispatch_key_compose). */
+	dispatch_shrink_host(d->sp->env->dispatch, d->dispatch_key, 1);
 }
 
 /*
@@ -656,7 +768,10 @@ next_window(struct memsource *m)
 	struct slot *s = slot_at(d, 0);
 	uint64_t from = next_byte(d);
 
-	if (d->state == DOWNLOAD_FIRST || d->mismatch)
+	/* A refused first piece is asked again on one connection; anything else goes to the origin. */
+	if (d->state == DOWNLOAD_FIRST)
+		return d->refused ? resume(d, s->first) : -2;
+	if (d->mismatch)
 		return -2;
 	if (from > d->want_last) {
 		pop_piece(d, from - s->first);
@@ -765,7 +880,8 @@ ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_
 
 	if (h->method != HTTP_GET || http_request_body_kind(h) != BODY_NONE ||
 	    http_wants_upgrade(h) || !ra_split_listed(sp, ask->target) ||
-	    memo_find(sp, ask->target->key, HOST_WHOLE) || conditional(h, base) ||
+	    answers_whole(sp, ask->target->key, ask->target->path, ask->target->path_len) ||
+	    conditional(h, base) ||
 	    h->head_len > buf_capacity() || !(d = calloc(1, sizeof(*d) + ask->target->path_len)))
 		return NULL;
 	d->sp = sp;

@@ -534,6 +534,7 @@ start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, b
 	exchange_init(&p->ex, st->env, &p->mem.writer, &p->in, &p->out, &fetch_ops, true);
 	p->ex.owner.restricted = f->ask->restricted;
 	p->ex.owner.https = f->ask->https;
+	p->ex.owner.stall_timeout = f->stall;
 	target.path = "/";
 	target.path_len = 1;
 	log_debug("read-ahead %.*s %.*s", (int)s->key.dispatch_key_len, s->key.dispatch_key,

@@ -221,6 +221,15 @@ dispatch_source_name(const struct dispatch_waiter *w)
  */
 bool dispatch_free_descriptor(struct dispatch *d);
 
+/*
+ * The origin behind key refused more connections than it allows (a split
+ * download backing off, ra_split.h): its idle connections are closed, the
+ * least recently used first, until at most keep of its connections are
+ * open; until then no connection to it opens, and a busy one closes when
+ * its exchange ends rather than going idle.
+ */
+void dispatch_shrink_host(struct dispatch *d, const char *key, unsigned keep);
+
 /* Idle connections kept for key. */
 size_t dispatch_idle_count(const struct dispatch *d, const char *key);
 /* Calls fn for every host with idle connections: its key and how many. */

@@ -116,6 +116,13 @@ struct exchange_owner {
 	const char *fixed_key;        /* one dispatch key for every request (intercepted), or NULL */
 	bool restricted;              /* the asker is beyond this machine */
 	bool https;                   /* to the origin over TLS: intercepted */
+	/*
+	 * Seconds a wait for the origin (its head, or body bytes) may last at
+	 * most, when shorter than --response-timeout and --io-timeout: a fetch
+	 * whose owner would rather ask again elsewhere than wait that long.
+	 * 0: those alone.
+	 */
+	double stall_timeout;
 };
 
 /* How bytes go between the two ends. */

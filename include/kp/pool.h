@@ -82,6 +82,12 @@ void pool_sweep(struct pool *p);
  */
 bool pool_evict_oldest(struct pool *p);
 
+/*
+ * Lets go of key's least recently used idle entry (through on_drop, as
+ * EVICTED): the origin allows fewer connections. False when key has none.
+ */
+bool pool_evict_oldest_of(struct pool *p, const char *key);
+
 /* The most recently used idle entry for key, removed from the pool; or NULL. */
 struct pool_entry *pool_take(struct pool *p, const char *key);
 

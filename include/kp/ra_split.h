@@ -24,9 +24,13 @@
  * as a broken origin would leave it, and never gets bytes of two versions.
  *
  * More than one connection is opt-in (--split-connections) and backs off:
- * a 401, 403, 429 or 503 to a piece while more than one is in use drops the
- * host to one connection for ten minutes, and the piece is asked again on
- * it; only if that fails too does the client see anything of it.
+ * a 401, 403, 429 or 503 to any piece, the first included, while more than
+ * one is in use drops the host to one connection for ten minutes, closes
+ * its other connections (dispatch_shrink_host), and asks the piece again on
+ * the one left; only if that fails too does the client see anything of it.
+ * A piece's fetch that stalls is given up well inside the client's own
+ * deadline and resumed. What a host does with ranges is remembered per URL,
+ * and host-wide only once several of its URLs agree.
  */
 #ifndef KP_RA_SPLIT_H
 #define KP_RA_SPLIT_H

@@ -82,6 +82,8 @@ struct ra_fetch {
 	 * request, on a pooled or freed connection, or pipelined.
 	 */
 	bool may_connect;
+	/* Seconds without a byte before the fetch fails (exchange_owner.stall_timeout); 0: none. */
+	double stall;
 	/* The object the piece must be of (a range's series knows it); NULL: any. */
 	const struct object_identity *identity;
 	const char *identity_base;

@@ -506,6 +506,26 @@ origin_connection_count(struct origin *o)
 }
 
 unsigned
+origin_open_count(struct origin *o)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&o->lock);
+	for (unsigned i = 0; i < o->nconns && i < ORIGIN_MAX_CONNS; i++) {
+		struct pollfd pfd = {.fd = o->conns[i]->fd, .events = POLLIN | POLLRDHUP};
+
+		if (pfd.fd < 0)
+			continue;
+		/* The peer's FIN or reset is in the socket already: closed, as a server sees it. */
+		if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			continue;
+		n++;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return n;
+}
+
+unsigned
 origin_closed_count(struct origin *o)
 {
 	return atomic_load(&o->nclosed);

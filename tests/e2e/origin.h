@@ -77,6 +77,12 @@ unsigned origin_connection_count(struct origin *o);
 /* Connections on which the peer (the proxy) closed or reset while the origin waited for a request.
  */
 unsigned origin_peer_closed_count(struct origin *o);
+/*
+ * Connections open now: accepted, not closed by the origin, and not closed
+ * or reset by the proxy as far as the origin's sockets tell at this moment
+ * (a close made before a request on another connection was sent is seen).
+ */
+unsigned origin_open_count(struct origin *o);
 /* Connections whose handling has ended and which the origin has closed. */
 unsigned origin_closed_count(struct origin *o);
 bool origin_wait_closed(struct origin *o, unsigned n, int timeout_ms);

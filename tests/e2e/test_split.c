@@ -51,6 +51,7 @@ enum cut {
 	CUT_RESET,     /* the same, then a reset */
 	CUT_HEAD_ONLY, /* the head, then the connection closes: not a byte of the body */
 	CUT_503,       /* no piece: 503 Service Unavailable instead */
+	CUT_STALL,     /* the head and half the body, then nothing until the proxy closes */
 };
 
 /* Requests for a range that starts at `at` (to at_last) are cut, `times` of them. */
@@ -72,6 +73,10 @@ static struct {
 	uint64_t changes_at;   /* ranges from here on find the second version; 0: none do */
 	bool ignores_if_range; /* answers a range of the second version despite If-Range */
 	bool refuses_others;   /* 403 on every connection but the first request's */
+	/* 403 (kept alive) to any request while more than this many connections are open; 0: never */
+	unsigned crowd_limit;
+	atomic_uint crowd_refusals;
+	atomic_bool crowd_gathered;
 	bool chunked;          /* ranges in chunked coding, without Content-Length */
 	struct origin *origin; /* itself, for refuses_others */
 	atomic_uint first_conn;
@@ -220,6 +225,25 @@ refused_here(struct origin_conn *c, uint64_t first)
 }
 
 /*
+ * An origin that allows a client crowd_limit connections and refuses any
+ * request beyond: it counts what is open when the request comes. The first
+ * request waits (a while at most) until a cold download's four connections
+ * are all there, so that the first piece is the one refused.
+ */
+static bool
+crowded(struct origin_conn *c)
+{
+	if (!atomic_exchange(&obj.crowd_gathered, true))
+		for (int waited = 0; origin_connection_count(obj.origin) < 4 && waited < WAIT_MS;
+		     waited += 5)
+			origin_pause(c, 5);
+	if (origin_open_count(obj.origin) <= obj.crowd_limit)
+		return false;
+	atomic_fetch_add(&obj.crowd_refusals, 1);
+	return true;
+}
+
+/*
  * Bytes first-last as a 206 in chunked coding, without Content-Length;
  * codings: the Transfer-Encoding field's value ("chunked", or another
  * coding before it).
@@ -257,7 +281,7 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 	char validators[256];
 	uint64_t first = 0, last, len, shift = 0;
 	bool open = true, ranged, cut;
-	enum cut how;
+	enum cut how = CUT_CLOSE;
 
 	(void)arg;
 	if (strcmp(req->head.method, "POST") == 0) {
@@ -270,6 +294,10 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		             "HTTP/1.1 416 Range Not Satisfiable\r\nContent-Range: bytes */%llu\r\n"
 		             "Content-Length: 0\r\n\r\n",
 		             (unsigned long long)obj.size);
+		return;
+	}
+	if (obj.crowd_limit && crowded(c)) {
+		origin_sendf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\n\r\nforbidden");
 		return;
 	}
 	if (obj.refuses_others && refused_here(c, first)) {
@@ -293,7 +321,7 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 		                             16 * KIB, NULL);
 		return;
 	}
-	if (!ranged || obj.whole_only ||
+	if (!ranged || obj.whole_only || strstr(req->head.target, "/whole") ||
 	    (if_range && strcmp(if_range, etag) != 0 &&
 	     (shift || strcmp(if_range, LAST_MODIFIED) != 0) && !obj.ignores_if_range)) {
 		send_whole(c, req, etag, shift);
@@ -334,6 +362,10 @@ serve_object(struct origin_conn *c, const struct origin_request *req, void *arg)
 	}
 	if (how != CUT_HEAD_ONLY)
 		origin_send_pattern(c, shift + first, len / 2);
+	if (how == CUT_STALL) {
+		origin_stay_silent(c, 60000);
+		return;
+	}
 	if (how == CUT_RESET) {
 		/* The half sent is the proxy's before the reset: where it resumes is known. */
 		origin_wait_delivered(c, WAIT_MS);
@@ -707,12 +739,13 @@ access_log_count(unsigned n, const char *text)
 /*
  * An origin that ignores Range answers the probe with the whole object:
  * that is not split (declined), the client's request goes to the origin as
- * it was sent and is relayed whole; the host is not probed again (for ten
- * minutes, whatever the path).
+ * it was sent and is relayed whole. The URL is not probed again (for ten
+ * minutes); the host's other URLs are, until three of them answered so.
  */
 static void
 an_origin_without_ranges_is_relayed_whole(void)
 {
+	static const char *const paths[] = {"/a.bin", "/b.bin", "/c.bin"};
 	struct origin *og;
 	struct client c;
 	struct response r;
@@ -723,21 +756,72 @@ an_origin_without_ranges_is_relayed_whole(void)
 	og = object_origin();
 	start_splitting(NULL);
 	client_open(&c, px.port);
-	get(&c, og, "/object.bin", NULL, &r);
-	assert_status(&r, 200);
-	body_is(&r.body, 0, obj.size);
-	response_free(&r);
 	want(want_list, sizeof(want_list), 0, PIECE - 1, false);
 	strcat(want_list, " (none)");
-	origin_saw(og, "/object.bin", want_list);
-	split_counts(0, 1, 1, 0, 0, 0);
-	/* Remembered: the next download from the host goes to it at once, unprobed. */
+	for (unsigned i = 0; i < 3; i++) {
+		get(&c, og, paths[i], NULL, &r);
+		assert_status(&r, 200);
+		body_is(&r.body, 0, obj.size);
+		response_free(&r);
+		origin_saw(og, paths[i], want_list);
+		split_counts(0, i + 1, i + 1, 0, 0, 0);
+	}
+	/* Remembered: that URL, and now the host, go to the origin at once, unprobed. */
+	get(&c, og, "/a.bin", NULL, &r);
+	body_is(&r.body, 0, obj.size);
+	response_free(&r);
+	strcat(want_list, " (none)");
+	origin_saw(og, "/a.bin", want_list);
 	get(&c, og, "/other.bin", NULL, &r);
 	assert_status(&r, 200);
 	body_is(&r.body, 0, obj.size);
 	response_free(&r);
 	origin_saw(og, "/other.bin", " (none)");
+	split_counts(0, 3, 3, 0, 0, 0);
+	client_close(&c);
+	memory_freed();
+	proxy_stop(&px);
+}
+
+/*
+ * One client's request for a URL that answers ranges whole does not switch
+ * split off for the host: its other URLs are still split, and once one of
+ * them answered a range, not even three such URLs do.
+ */
+static void
+one_url_without_ranges_leaves_the_host_split(void)
+{
+	static const char *const whole[] = {"/whole-1.bin", "/whole-2.bin", "/whole-3.bin"};
+	struct origin *og;
+	struct client c;
+	struct response r;
+	char want_list[512] = "";
+
+	object_init(2 * PIECE);
+	og = object_origin();
+	start_splitting(NULL);
+	client_open(&c, px.port);
+	get(&c, og, whole[0], NULL, &r);
+	assert_status(&r, 200);
+	body_is(&r.body, 0, obj.size);
+	response_free(&r);
 	split_counts(0, 1, 1, 0, 0, 0);
+	get(&c, og, "/object.bin", NULL, &r);
+	answer_is(&r, false, 0, obj.size - 1);
+	response_free(&r);
+	split_counts(1, 1, 3, 0, 0, 0);
+	for (unsigned i = 1; i < 3; i++) {
+		get(&c, og, whole[i], NULL, &r);
+		body_is(&r.body, 0, obj.size);
+		response_free(&r);
+	}
+	split_counts(1, 3, 5, 0, 0, 0);
+	get(&c, og, "/object-2.bin", NULL, &r);
+	answer_is(&r, false, 0, obj.size - 1);
+	response_free(&r);
+	want_pieces(want_list, sizeof(want_list), 0, obj.size - 1, PIECE, false);
+	origin_saw(og, "/object-2.bin", want_list);
+	split_counts(2, 3, 7, 0, 0, 0);
 	client_close(&c);
 	memory_freed();
 	proxy_stop(&px);
@@ -1206,6 +1290,72 @@ a_refused_second_connection_backs_off(void)
 	origin_saw(og, "/next.bin", want_list);
 	split_counts(2, 0, 5, 1, 0, 1);
 	client_close(&c);
+	memory_freed();
+	proxy_stop(&px);
+}
+
+/*
+ * An origin that refuses any request while more than two of its
+ * connections are open, and a cold download on four: every first piece is
+ * refused, the first included. The host is backed off, the extra
+ * connections closed before anything is asked again, and the download
+ * completes on one, byte-exact, the origin refusing at most four requests.
+ */
+static void
+a_refused_first_piece_backs_off_too(void)
+{
+	struct origin *og;
+	struct client c;
+	struct response r;
+	unsigned refusals;
+
+	object_init(8 * PIECE);
+	obj.crowd_limit = 2;
+	og = object_origin();
+	start_splitting((const char *const[]){"--split-connections", "4", NULL});
+	client_open(&c, px.port);
+	get(&c, og, "/object.bin", NULL, &r);
+	answer_is(&r, false, 0, obj.size - 1);
+	response_free(&r);
+	client_close(&c);
+	refusals = atomic_load(&obj.crowd_refusals);
+	print_message("the origin refused %u requests\n", refusals);
+	if (refusals == 0 || refusals > 4)
+		fail_msg("the origin refused %u requests, expected 1 to 4", refusals);
+	split_counts(1, 0, ANY, ANY, 0, 1);
+	all_bounded(og);
+	memory_freed();
+	proxy_stop(&px);
+}
+
+/*
+ * A piece whose origin stops sending halfway, its connection open: the
+ * fetch gives up well inside the client's own --io-timeout and the rest is
+ * asked again, so the client sees a resume, not a cut.
+ */
+static void
+a_stalled_piece_is_resumed(void)
+{
+	struct origin *og;
+	struct client c;
+	struct response r;
+	char saw[4096];
+
+	object_init(4 * PIECE);
+	object_cut(PIECE, CUT_STALL, 1);
+	og = object_origin();
+	start_splitting((const char *const[]){"--io-timeout", "4", NULL});
+	client_open(&c, px.port);
+	get(&c, og, "/object.bin", NULL, &r);
+	answer_is(&r, false, 0, obj.size - 1);
+	response_free(&r);
+	client_close(&c);
+	origin_ranges(og, "/object.bin", saw, sizeof(saw));
+	if (!saw_resume(saw, PIECE + 1, 2 * PIECE - 1, 2 * PIECE - 1))
+		fail_msg("the stalled piece was not resumed from inside it:%s", saw);
+	if (stats_get(proxy_stats(&px), "resumes") < 1)
+		fail_msg("no resume counted");
+	split_counts(1, 0, ANY, ANY, 0, 0);
 	memory_freed();
 	proxy_stop(&px);
 }
@@ -2132,6 +2282,9 @@ main(void)
 		E2E_TEST(another_version_cuts_the_client_off),
 		E2E_TEST(encoded_and_no_transform_answers_are_relayed),
 		E2E_TEST(a_refused_second_connection_backs_off),
+		E2E_TEST(a_refused_first_piece_backs_off_too),
+		E2E_TEST(a_stalled_piece_is_resumed),
+		E2E_TEST(one_url_without_ranges_leaves_the_host_split),
 		E2E_TEST(other_requests_are_forwarded_untouched),
 		E2E_TEST(a_slow_reader_bounds_the_pieces_asked),
 		E2E_TEST(a_client_leaving_stops_the_fetches),

@@ -1496,6 +1496,54 @@ requeued_fetch_takes_an_idle_connection(void **state)
 	assert_ptr_equal(upstream_of(&fx.r[1]), fakes.made[b]);
 }
 
+/*
+ * Four connections to a host, two idle and two busy, and the origin allows
+ * one: the idle ones close at once, the older first; a busy one closes when
+ * its exchange ends instead of going idle, and no connect starts while more
+ * than one is open; once one is left, the host is as before.
+ */
+static void
+shrinking_a_host_closes_what_it_does_not_keep(void **state)
+{
+	(void)state;
+	start(0, true);
+	for (unsigned i = 0; i < 4; i++) {
+		ask(i, &host_a, DISPATCH_ANY);
+		connect_completes(fakes.made[i]);
+		assert_ptr_equal(upstream_of(&fx.r[i]), fakes.made[i]);
+	}
+	give_back(0, true);
+	clock_advance(&fx.clock, 1);
+	give_back(1, true);
+	assert_int_equal(dispatch_idle_count(&fx.d, "a.example:80"), 2);
+	assert_int_equal(open_for(&host_a), 4);
+
+	dispatch_shrink_host(&fx.d, "a.example:80", 1);
+	assert_int_equal(dispatch_idle_count(&fx.d, "a.example:80"), 0);
+	assert_int_equal(fakes.made[0]->state, UPSTREAM_CLOSED);
+	assert_int_equal(fakes.made[1]->state, UPSTREAM_CLOSED);
+	assert_int_equal(open_for(&host_a), 2);
+	/* Over the count still: a request waits rather than connect. */
+	ask(4, &host_a, DISPATCH_ANY);
+	iteration_ends();
+	assert_int_equal(fakes.connects, 4);
+	assert_int_equal(fx.r[4].answered, 0);
+	/* The first busy one to end closes; the last one left serves the waiter. */
+	give_back(2, true);
+	assert_int_equal(fakes.made[2]->state, UPSTREAM_CLOSED);
+	assert_int_equal(fx.r[4].answered, 0);
+	give_back(3, true);
+	assert_ptr_equal(upstream_of(&fx.r[4]), fakes.made[3]);
+	/* Shrunk: a second request connects again, as without. */
+	ask(5, &host_a, DISPATCH_ANY);
+	iteration_ends();
+	assert_int_equal(fakes.connects, 5);
+	/* Nothing to shrink for a host with no more than keep, or unknown. */
+	dispatch_shrink_host(&fx.d, "a.example:80", 2);
+	dispatch_shrink_host(&fx.d, "nobody.example:80", 1);
+	assert_int_equal(open_for(&host_a), 2);
+}
+
 #define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 /* One case run with arg as its state; what differs is named. */
 #define TEST_WITH(f, what, arg) { #f " (" what ")", f, setup, teardown, (void *)(arg) }
@@ -1542,6 +1590,7 @@ main(void)
 		TEST(pipelined_fetch_a_client_joined_counts_as_a_clients),
 		TEST(shutdown_answers_pipelined_requests),
 		TEST(requeued_fetch_takes_an_idle_connection),
+		TEST(shrinking_a_host_closes_what_it_does_not_keep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,9 @@
  * seam's heard hook when no request head was kept.
  *
  * ra_store.c is included, so its pieces and shelves can be looked at, and
- * the exchange it starts fetches with is a stand-in (below): a fetch is
+ * the exchange it starts fetches with is a stand-in (below), as is the one
+ * call into dispatch a split download makes (closing a host's connections
+ * when it backs off): a fetch is
  * recorded with its request head, and the test answers it as the exchange
  * would, writing the canonical response into the piece's memory and
  * calling the store's exchange_ops (fetch_ops). No socket, no dispatch, no exchange.c:
@@ -78,6 +80,9 @@ static struct {
 	unsigned n;
 	unsigned cut;                    /* fetches ended while their answer was still to come */
 	unsigned promoted;
+	unsigned shrunk;                 /* dispatch_shrink_host() calls */
+	char shrunk_key[DISPATCH_KEY_MAX];
+	unsigned shrunk_to;
 } fakes;
 
 /* The connection a fetch's answer came over: no socket, so no TCP figures. */
@@ -137,6 +142,16 @@ struct conn_path
 exchange_path(const struct exchange *ex)
 {
 	return ex->priv.src ? conn_path_figures(&ex->priv.src->conn) : (struct conn_path){0, 0};
+}
+
+/* Dispatch, stood in for: a split download that backs off asks it to close connections. */
+void
+dispatch_shrink_host(struct dispatch *d, const char *key, unsigned keep)
+{
+	(void)d;
+	fakes.shrunk++;
+	snprintf(fakes.shrunk_key, sizeof(fakes.shrunk_key), "%s", key);
+	fakes.shrunk_to = keep;
 }
 
 void
@@ -2078,6 +2093,10 @@ refused_second_connection_backs_off_for_ten_minutes(void **state)
 	assert_int_equal(split_read(src), MOVE_AGAIN);
 	assert_int_equal(kp_stats.split_backoffs, 1);
 	assert_int_equal(ra_split_connections(sp, &a.target), 1);
+	/* The host's other connections are closed, under the key its fetches go by. */
+	assert_int_equal(fakes.shrunk, 1);
+	assert_string_equal(fakes.shrunk_key, a.ask.dispatch_key);
+	assert_int_equal(fakes.shrunk_to, 1);
 	/* The refused piece again, on one connection, of the version the first piece was. */
 	assert_true(fakes.n > answered);
 	assert_int_equal(asked_range(&fakes.started[fakes.n - 1]).first, 65536);
@@ -2108,10 +2127,48 @@ refused_second_connection_backs_off_for_ten_minutes(void **state)
 }
 
 /*
- * Rule: a host that answers a bounded Range with the whole object is not
+ * Rule: a refusal of the first piece, before the object's length and
+ * version are known, backs off like any other: the host's other
+ * connections are closed, and the first piece is asked again on one (bare:
+ * no validator yet), not passed to the origin as the client sent it.
+ */
+static void
+refused_first_piece_backs_off_and_is_asked_again(void **state)
+{
+	struct ra_split *sp = split_new(64 * 1024, 4);
+	unsigned answered;
+	struct asker a;
+	struct source *src;
+
+	(void)state;
+	src = split_download(sp, &a);
+	assert_int_equal(fakes.n, 4);
+	for (unsigned i = 0; i < 4; i++)
+		refuse_piece(fakes.started[i].piece, 403);
+	answered = fakes.n;
+	assert_int_equal(split_read(src), MOVE_AGAIN);
+	assert_int_equal(kp_stats.split_backoffs, 1);
+	assert_int_equal(kp_stats.split_declined, 0);
+	assert_int_equal(fakes.shrunk, 1);
+	assert_int_equal(ra_split_connections(sp, &a.target), 1);
+	assert_int_equal(fakes.n, answered + 1);
+	assert_string_equal(fetched_since(answered), "/big bytes=0-65535");
+	assert_null(strstr(fakes.started[answered].head, "If-Range"));
+	assert_int_equal(fakes.started[answered].how, DISPATCH_ANY);
+	assert_int_equal(split_read_through(src, &answered, SPLIT_OBJ), SPLIT_OBJ);
+	assert_int_equal(kp_stats.split_downloads, 1);
+	client_done(src);
+	iteration_ends();
+	assert_int_equal(kp_stats.readahead_bytes_held, 0);
+	ra_split_free(sp);
+}
+
+/*
+ * Rule: a URL that answers a bounded Range with the whole object is not
  * split for ten minutes, by the clock, and the origin answers the client
  * itself (the source fails before a byte); unless the answer was encoded,
- * which says nothing of the host's other objects.
+ * which says nothing of the object's other answers. The host's other URLs
+ * are still split.
  */
 static void
 whole_answer_keeps_the_host_unsplit_for_ten_minutes(void **state)
@@ -2140,8 +2197,18 @@ whole_answer_keeps_the_host_unsplit_for_ten_minutes(void **state)
 		iteration_ends();
 		src = split_asks(sp, &a, NULL);
 		if (rows[i].remembered) {
+			struct asker other;
+			struct source *elsewhere;
+
 			assert_null(src);
 			assert_int_equal(fakes.n, 1);
+			asker_init(&other, "192.0.2.1", 40000, "http://o.example/other");
+			elsewhere = split_asks(sp, &other, NULL);
+			assert_non_null(elsewhere);
+			assert_string_equal(fetched_since(1), "/other bytes=0-65535");
+			client_done(elsewhere);
+			iteration_ends();
+			fakes.n = 1;
 			clock_advance(&fx.clock, 599);
 			assert_null(split_asks(sp, &a, NULL));
 			clock_advance(&fx.clock, 2);
@@ -2259,6 +2326,7 @@ main(void)
 		TEST(cmcd_next_object_is_fetched),
 		TEST(pieces_are_never_longer_than_the_split_size),
 		TEST(refused_second_connection_backs_off_for_ten_minutes),
+		TEST(refused_first_piece_backs_off_and_is_asked_again),
 		TEST(whole_answer_keeps_the_host_unsplit_for_ten_minutes),
 		TEST(heard_without_a_request_head),
 	};
