@@ -288,9 +288,12 @@ try:
         made = page.wait("/A new CA is in/.test(document.body.innerText)", 15)
         check("Create CA with the applied list makes the CA and says where",
               made and os.path.exists(os.path.join(work, "ca/ca.crt")), notes())
-        check("Create CA restarts keepalive-proxy",
-              page.wait("1", 1) and ["rc", "init", {"name": "keepalive-proxy", "action": "restart"}, 0]
-              in calls(), [c for c in calls() if c[0] == "rc"])
+        restarted = os.path.join(work, "init.log")
+        check("Create CA restarts keepalive-proxy through the plugin, and nothing through rc",
+              page.wait("1", 1) and ["luci.keepalive-proxy", "restart", {}, 0] in calls()
+              and not [c for c in calls() if c[0] == "rc"]
+              and os.path.exists(restarted) and open(restarted).read() == "keepalive-proxy restart\n",
+              [c for c in calls() if c[1] == "restart" or c[0] == "rc"])
         page.js("window.kpOffered = []; const create = URL.createObjectURL; "
                 "URL.createObjectURL = (b) => { window.kpOffered.push(b); return create.call(URL, b); }; "
                 "document.addEventListener('click', (ev) => { if (ev.target.matches('a[download]')) "

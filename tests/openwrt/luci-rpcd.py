@@ -382,7 +382,7 @@ def plugin_call(obj, method, args, sid):
     return (OK, answer) if isinstance(answer, dict) else (INVALID_ARGUMENT, None)
 
 
-plugin_env = {k: v for k, v in os.environ.items() if k.startswith("KP_")}
+plugin_env = {k: v for k, v in os.environ.items() if k.startswith("KP_") or k == "IPKG_INSTROOT"}
 objects = {"session": {"access": {}}, "uci": {}, "luci": {"getFeatures": {}},
            "file": {"list": {}}, "rc": {"init": {}, "list": {}}}
 objects.update(plugins())

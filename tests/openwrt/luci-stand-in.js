@@ -1,7 +1,7 @@
 /*
  * A stand-in for LuCI's client-side module API: NOT LuCI, and no copy of
- * it. It has just enough of L, E(), _(), String.prototype.format and the
- * modules view, form, rpc, poll, uci and ui for luci-app-keepalive-proxy's
+ * it. It has just enough of L, E(), _(), N_(), String.prototype.format and
+ * the modules view, form, rpc, poll, uci and ui for luci-app-keepalive-proxy's
  * view to load and render in a browser with no router behind it, as
  * uci-procd-harness.sh stands in for UCI and procd. What it shows follows
  * LuCI's markup loosely: a label, a field and a description per option, a
@@ -80,6 +80,8 @@ function append(el, children) {
 }
 
 window._ = (s) => s;
+/* N_(count, singular, plural), as LuCI has it and i18n-scan.pl reads it. */
+window.N_ = (n, s, p) => (n == 1 ? s : p);
 
 String.prototype.format = function() {
 	const args = arguments;

@@ -33,8 +33,8 @@ views = os.path.join(app, "htdocs/luci-static/resources/view")
 init = open(os.path.join(feed, "keepalive-proxy/files/keepalive-proxy.init")).read()
 # UCI configs the feed installs, by name: /etc/config/NAME
 configs = {"keepalive-proxy": os.path.join(feed, "keepalive-proxy/files/keepalive-proxy.config")}
-# Objects rpcd itself has, with the methods used of them.
-rpcd_builtin = {"rc": {"init", "list"}}
+# Objects rpcd itself has, with the methods the app may use of them: none.
+rpcd_builtin = {}
 failed = 0
 
 
@@ -85,10 +85,19 @@ def ubus(mode):
     return {m for a in acl.values() for m in a.get(mode, {}).get("ubus", {}).get("luci.keepalive-proxy", [])}
 
 
-# A page open with read access only must not make a CA, and may check the host.
+# A page open with read access only must not make a CA or restart the
+# daemon, and may check the host.
 check("ACL: the methods that change nothing are granted for reading",
-      ubus("read") == {"status", "ca_certificate", "check_host"} and ubus("write") == {"make_ca"},
+      ubus("read") == {"status", "ca_certificate", "check_host"}
+      and ubus("write") == {"make_ca", "restart"},
       "read %s, write %s" % (sorted(ubus("read")), sorted(ubus("write"))))
+# rpcd's "rc init" runs /etc/init.d/NAME ACTION for any NAME (rpcd rc.c);
+# an ACL names methods, never their arguments, so granting it would let
+# the holder stop or disable the firewall. The plugin's restart is for this
+# service alone.
+check("ACL: no rpcd rc object (rc init would reach every service)",
+      all("rc" not in a.get(mode, {}).get("ubus", {}) for a in acl.values() for mode in ("read", "write")),
+      json.dumps(acl))
 
 # Each granted object is an rpcd plugin here whose list matches, or rpcd's own.
 plugins = os.path.join(root, "usr/libexec/rpcd")
@@ -139,7 +148,7 @@ for js in glob.glob(os.path.join(views, "*.js")):
     check("%s has settings" % name, len(options) >= 8, str(options))
     for option in options:
         # The init script's validate_section types every option it reads.
-        read = re.search(r"'%s:[a-z]" % option, init)
+        read = re.search(r"['\"]%s:[a-z$]" % option, init)
         check("%s: the init script reads option %s" % (name, option), bool(read))
         check("%s: option %s is in the shipped config" % (name, option),
               re.search(r"^\s*#?(option|list) %s " % option,

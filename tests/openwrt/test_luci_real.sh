@@ -17,7 +17,8 @@
 # 70000 and Save is refused; a DynamicList entry is validated on its own;
 # Create CA with an edited or saved-but-not-applied list asks for Save &
 # Apply and makes nothing; Save & Apply writes the UCI file; then Create
-# CA makes the CA from the applied list and Download certificate offers
+# CA makes the CA from the applied list, restarts keepalive-proxy through
+# the plugin's restart (never rc init), and Download certificate offers
 # it; a status call that fails is shown, the poll goes on and recovers; an
 # expired session is shown, with no stale numbers and no unhandled
 # rejection. A screenshot, luci-view-real.png, is left in the working
@@ -123,6 +124,13 @@ config keepalive-proxy 'main'
 	option read_ahead '1'
 
 EOF
+
+# The init script the plugin's restart runs, under $IPKG_INSTROOT: it
+# records the call (the restart itself is test_rpcd.sh's).
+mkdir -p "$work/root/etc/init.d"
+printf '#!/bin/sh\necho "keepalive-proxy $*" >>"%s"\n' "$work/init.log" >"$work/root/etc/init.d/keepalive-proxy"
+chmod +x "$work/root/etc/init.d/keepalive-proxy"
+export IPKG_INSTROOT="$work/root"
 
 export KP_UCI_FILE="$work/etc/config/keepalive-proxy"
 started rpcd "listening on" python3 -u "$here/luci-rpcd.py" "$src" "$app" "$work" ||

@@ -150,8 +150,9 @@ def finding(p, key):
 first = Page(html=page.ids.get("check-first", {}).get("text", ""))
 check("the host check as loaded: nothing limits, on which path",
       "Nothing on this router limits one download over 200 ms at 500 Mbit/s" in first.text
-      and finding(first, "rmem_max")["text"].startswith("ok: net.core.rmem_max 208 KiB"),
-      first.text[:300])
+      and finding(first, "rmem_max")["text"] == "ok: Nothing to do: the kernel sizes the proxy's "
+      "download buffers as a download needs. (net.core.rmem_max 208 KiB: not in play, "
+      "--upstream-rcvbuf is unset)", first.text[:300])
 again = [c for c in json.loads(page.ids["calls"]["text"]) if c["method"] == "check_host"]
 check("Check again runs the check again", len(again) == 2, again)
 report = page.ids.get("kp-check-report", {"text": ""})
@@ -165,6 +166,28 @@ limit = finding(page, "rmem_max")
 check("a limiting finding is highlighted with what limits",
       "alert-message warning" in limit.get("class", "")
       and "cuts --upstream-rcvbuf 8 MiB to 208 KiB" in limit["text"], limit)
+
+
+def leads(text, meaning, kernel):
+    """MEANING is in TEXT, and before KERNEL, the kernel's names."""
+    return meaning in text and kernel in text and text.index(meaning) < text.index(kernel)
+
+
+check("a limiting finding leads with what it means to the owner, in numbers; the sysctl after",
+      leads(limit["text"], "limits: One download through the proxy over a 200 ms path is held to 11 Mbit/s",
+            "net.core.rmem_max"), limit["text"])
+check("an ok finding leads with what it means; the sysctl after",
+      leads(finding(page, "tcp_rmem")["text"],
+            "ok: One download over a 200 ms path can reach 832 Mbit/s: more than the 500 Mbit/s the path has.",
+            "net.ipv4.tcp_rmem max 32 MiB"), finding(page, "tcp_rmem"))
+check("a note leads with what it means; the sysctl after",
+      leads(finding(page, "slow_start_after_idle")["text"],
+            "note: A connection that pauses for a moment starts slowly again",
+            "net.ipv4.tcp_slow_start_after_idle"), finding(page, "slow_start_after_idle"))
+check("the open-file limit says how many clients, in the owner's words",
+      leads(finding(page, "fd_limit")["text"],
+            "keepalive-proxy can serve 496 clients at once, not the 10000 it is set to",
+            "open-file limit 1024"), finding(page, "fd_limit"))
 check("a limiting finding shows its cost and its fix",
       "gave up root with -u" in limit["text"]
       and any(e["tag"] == "code" and e["text"] == "sysctl -w net.core.rmem_max=8388608"
@@ -174,10 +197,17 @@ check("a note is folded, its fix inside",
       note["tag"] == "details" and "open" not in note
       and "tcp_slow_start_after_idle=0" in note["text"], note)
 check("an ok finding is one line, without its cost",
-      finding(page, "tcp_rmem")["text"] == "ok: net.ipv4.tcp_rmem max 32 MiB: one stream at most 832 Mbit/s at 200 ms",
-      finding(page, "tcp_rmem"))
-check("an unknown finding is one line",
-      finding(page, "loopback")["text"].startswith("unknown: loopback route"), finding(page, "loopback"))
+      finding(page, "tcp_rmem")["text"] == "ok: One download over a 200 ms path can reach 832 Mbit/s: "
+      "more than the 500 Mbit/s the path has. (net.ipv4.tcp_rmem max 32 MiB: one stream at most "
+      "832 Mbit/s at 200 ms)", finding(page, "tcp_rmem"))
+unread = [e for e in page.elements if e["tag"] == "details" and e.get("class") == "kp-unread"]
+summary = [e for e in page.elements if e["tag"] == "summary" and e["text"].endswith("could not be read")]
+check("findings that could not be read, with nothing to do, are folded under one line",
+      len(unread) == 1 and "open" not in unread[0] and summary
+      and summary[0]["text"] == "2 checks could not be read"
+      and "loopback route to 127.0.0.1" in unread[0]["text"]
+      and "net.ipv4.tcp_wmem: could not be read" in unread[0]["text"]
+      and not [e for e in page.elements if e.get("data-status") == "unknown"], unread)
 shown_text = first.text + page.ids.get("maincontent", {}).get("text", "")
 check("the page shows no null or undefined",
       "null" not in shown_text and "undefined" not in shown_text, shown_text[:300])
@@ -188,10 +218,12 @@ check("the certificate is offered as a file, as the plugin gave it",
                    "text": "-----BEGIN CERTIFICATE-----\nMIIBstandinNOTAREALCERTIFICATE\n-----END CERTIFICATE-----\n"}],
       offered)
 calls = [(c["object"], c["method"], c["params"]) for c in json.loads(page.ids["calls"]["text"])]
-check("Create CA calls make_ca, then restarts keepalive-proxy",
+check("Create CA calls make_ca, then the plugin's restart (this service alone)",
       ("luci.keepalive-proxy", "make_ca", {"intercept": ["*.googlevideo.com"]}) in calls
       and calls[calls.index(("luci.keepalive-proxy", "make_ca", {"intercept": ["*.googlevideo.com"]})) + 1]
-      == ("rc", "init", {"name": "keepalive-proxy", "action": "restart"}), calls)
+      == ("luci.keepalive-proxy", "restart", {}), calls)
+check("the page calls nothing of rpcd's rc (rc init reaches every service)",
+      not [c for c in calls if c[0] == "rc"], calls)
 check("Create CA says where the CA is", "A new CA is in /etc/keepalive-proxy." in page.text)
 
 refused = json.loads(page.ids["save-refused"]["text"])
@@ -201,6 +233,10 @@ check("a port of 70000 is refused by its datatype, and Save with it",
 lists = json.loads(page.ids["lists"]["text"])
 check("a list entry is checked alone: a second host to intercept passes, a bad network is refused",
       lists == {"intercept": True, "allow": False}, lists)
+sizes = json.loads(page.ids["sizes"]["text"])
+check("read-ahead memory takes sizes as the daemon does (64M, 1G, bytes) and refuses the rest",
+      sizes == {"8Q": False, "0x100": False, "512K": False, "17G": False, "64M": True,
+                "16777216": True, "1G": True}, sizes)
 saved = json.loads(page.ids["saved"]["text"])
 check("Save stages the values",
       saved["saved"] == 1 and saved["uci"]["intercept"] == ["*.googlevideo.com", "cdn.example.org"]

@@ -8,7 +8,9 @@
 # and the host check's report, judged with the saved flags.
 #
 # Real: the plugin, run as rpcd runs it (arguments as JSON on standard
-# input), and the binary under test. Stand-ins: libubox's jshn.sh
+# input), and the binary under test; for restart, the init script under
+# uci-procd-harness.sh, which starts and stops the daemon as procd does.
+# Stand-ins: libubox's jshn.sh
 # (jshn-stand-in.sh, which the plugin sources in its place, see
 # luci-plugin.sh), and first in PATH uci and uclient-fetch (uci-stand-in.sh
 # and uclient-fetch-stand-in.sh, see each), and keepalive-proxy, a link to
@@ -87,8 +89,8 @@ EOF
 
 # --- list: the methods the ACL grants ---------------------------------------
 "$plugin" list >"$work/out"
-check "list names the four methods, make_ca's argument an array" \
-	'sorted(j) == ["ca_certificate", "check_host", "make_ca", "status"] and j["make_ca"] == {"intercept": []}'
+check "list names the five methods, make_ca's argument an array, restart's none" \
+	'sorted(j) == ["ca_certificate", "check_host", "make_ca", "restart", "status"] and j["make_ca"] == {"intercept": []} and j["restart"] == {}'
 
 # --- the daemon, an origin, and traffic -------------------------------------
 printf 'hello\n' >"$work/www/a.txt"
@@ -169,6 +171,65 @@ wait "$pid" 2>/dev/null || :
 set_uci "	option stats_listen '127.0.0.1:$stats'"
 call status
 check "a stopped daemon: said so" '"no answer" in j["error"]'
+
+# A stats page that asks for credentials (the daemon's, with a users file
+# and stats_auth 1): the page is told why and what to set, not left empty.
+if started asking "Serving" python3 -u -c '
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", "Basic realm=\"keepalive-proxy stats\"")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("Serving on port %d" % s.server_port, flush=True)
+s.serve_forever()'; then
+	asking=$(printf '%s\n' "$line" | sed -n 's/.* port \([0-9]*\).*/\1/p')
+	set_uci "	option stats_listen '127.0.0.1:$asking'"
+	call status
+	check "a stats page that asks for credentials: said so, with stats_auth to set" \
+		'"asks for a user and password" in j["error"] and "stats_auth to 0" in j["error"] and "stats" not in j'
+else
+	fail "the Python server answering 401 did not start" "$work/asking.log"
+fi
+# The same with the daemon itself, once it asks (--stats-no-auth is the
+# flag that says otherwise).
+if "$bin" --help 2>&1 | grep -q -e --stats-no-auth; then
+	printf 'u:p\n' >"$work/users"
+	chmod 600 "$work/users"
+	for how in ask no-auth; do
+		attempt=0
+		while :; do
+			attempt=$((attempt + 1))
+			port=$((20000 + ($$ * 7 + attempt * 2 + 100) % 12000))
+			stats=$((port + 1))
+			# shellcheck disable=SC2046
+			if started "proxy-$how" "listening on" "$bin" -p "$port" -b 127.0.0.1 \
+				--auth-file "$work/users" --stats-listen "127.0.0.1:$stats" \
+				$([ "$how" = no-auth ] && echo --stats-no-auth); then
+				break
+			fi
+			if [ "$attempt" -ge 5 ]; then
+				fail "keepalive-proxy with a users file did not start" "$work/proxy-$how.log"
+				break
+			fi
+		done
+		set_uci "	option stats_listen '127.0.0.1:$stats'"
+		call status
+		if [ "$how" = ask ]; then
+			check "keepalive-proxy with a users file asks for credentials: said so" \
+				'"asks for a user and password" in j["error"] and "stats" not in j'
+		else
+			check "keepalive-proxy with a users file and --stats-no-auth: the numbers" \
+				'"error" not in j and "requests_total" in j["stats"]'
+		fi
+		kill "$pid"
+		wait "$pid" 2>/dev/null || :
+	done
+else
+	echo "ok   the daemon's own 401 (skipped: this binary has no --stats-no-auth yet)"
+fi
 
 # --- the CA --------------------------------------------------------------------
 set_uci "	option ca_dir '$work/ca'"
@@ -254,6 +315,56 @@ set_uci "	option port '9250'"
 call check_host "$work/old:$router_path"
 check "check_host: a binary without the host check is named too old" \
 	'"report" not in j and "too old" in j["error"]'
+
+# --- restart: this service and no other -------------------------------------
+# The init scripts under $IPKG_INSTROOT: keepalive-proxy's, run by
+# uci-procd-harness.sh as procd would (rc.common's restart: stop, then
+# start), and the firewall's, which must never be called.
+init="$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.init"
+mkdir -p "$work/root/etc/init.d"
+export KP_PROCD_STATE="$work/procd" KP_PROG="$bin" KP_INIT_LOG="$work/init.log"
+cat >"$work/root/etc/init.d/keepalive-proxy" <<EOF2
+#!/bin/sh
+echo "keepalive-proxy \$*" >>"\$KP_INIT_LOG"
+exec sh "$here/uci-procd-harness.sh" "$init" "\$KP_UCI_FILE" rc "\$1"
+EOF2
+cat >"$work/root/etc/init.d/firewall" <<'EOF2'
+#!/bin/sh
+echo "firewall $*" >>"$KP_INIT_LOG"
+EOF2
+chmod +x "$work/root/etc/init.d/keepalive-proxy" "$work/root/etc/init.d/firewall"
+port=$((20000 + ($$ * 7 + 300) % 12000))
+set_uci "	option port '$port'
+	option bind '127.0.0.1'
+	option grace '0'"
+sh "$here/uci-procd-harness.sh" "$init" "$KP_UCI_FILE" rc start >"$work/procd.log" 2>&1 || :
+pid_of() { cat "$KP_PROCD_STATE/main/pid" 2>/dev/null || echo none; }
+before=$(pid_of)
+: >"$work/init.log"
+export IPKG_INSTROOT="$work/root"
+call restart "" '{"name":"firewall","action":"stop","ubus_rpc_session":"x"}'
+unset IPKG_INSTROOT
+check "restart restarts keepalive-proxy, whatever service the call names" \
+	'"error" not in j and j["restarted"] is True'
+i=0
+while ! curl -s -o /dev/null "http://127.0.0.1:$port/" && [ "$i" -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+if [ "$(cat "$work/init.log")" = "keepalive-proxy restart" ] && [ "$before" != none ] &&
+	[ "$(pid_of)" != "$before" ] && ! kill -0 "$before" 2>/dev/null && [ "$i" -lt 50 ]; then
+	echo "ok   restart ran keepalive-proxy's init script alone: a new daemon listens, the old one is gone"
+else
+	echo "FAIL restart did not restart keepalive-proxy alone (pid $before, now $(pid_of))"
+	sed 's/^/  init: /' "$work/init.log"
+	sed 's/^/  procd: /' "$work/procd.log"
+	failed=$((failed + 1))
+fi
+sh "$here/uci-procd-harness.sh" "$init" "$KP_UCI_FILE" rc stop >/dev/null 2>&1 || :
+export IPKG_INSTROOT="$work/none"
+call restart
+unset IPKG_INSTROOT
+check "restart without the init script: said so" '"is the keepalive-proxy package installed" in j["error"]'
 
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }
 echo "all cases passed"

@@ -15,7 +15,7 @@
 #
 #   KP_PROCD_STATE=DIR uci-procd-harness.sh INIT-SCRIPT UCI-FILE rc ACTION
 #     does what "/etc/init.d/keepalive-proxy ACTION" does on a router, for
-#     ACTION start, reload or stop: rc.common's start() (and reload(),
+#     ACTION start, reload, stop or restart (rc.common's stop, then start): rc.common's start() (and reload(),
 #     which is start() for a script without reload_service) sends procd the
 #     service's instances with "ubus call service set", and procd starts,
 #     restarts, signals or leaves alone each running instance as
@@ -455,10 +455,29 @@ if [ "$mode" = print ]; then
 fi
 
 state=${KP_PROCD_STATE:?KP_PROCD_STATE names no directory}
-action=${prog:?usage: $0 INIT-SCRIPT UCI-FILE rc start|reload|stop}
+action=${prog:?usage: $0 INIT-SCRIPT UCI-FILE rc start|reload|stop|restart}
 mkdir -p "$state"
 PROG=${KP_PROG:-$PROG}
+# rc.common: restart() { trap '' TERM; stop "$@"; trap - TERM; start "$@"; }
+rc_stop()
+{
+	for old in "$state"/*/; do
+		[ -d "$old" ] || continue
+		old=$(basename "$old")
+		[ "$old" = new ] && continue
+		instance_stop "$old"
+		rm -rf "${state:?}/$old"
+	done
+}
 case "$action" in
+restart)
+	rc_stop
+	rm -rf "$state/new"
+	mkdir -p "$state/new"
+	start_service
+	service_triggers
+	service_set
+	;;
 start | reload)
 	# rc.common: start() { rc_procd start_service "$@"; ... } and, with no
 	# reload_service, reload() { ... start }; rc_procd() opens the service,
@@ -471,15 +490,10 @@ start | reload)
 	service_set
 	;;
 stop)
-	for old in "$state"/*/; do
-		[ -d "$old" ] || continue
-		old=$(basename "$old")
-		instance_stop "$old"
-		rm -rf "${state:?}/$old"
-	done
+	rc_stop
 	;;
 *)
-	echo "rc: start, reload or stop" >&2
+	echo "rc: start, reload, stop or restart" >&2
 	exit 1
 	;;
 esac

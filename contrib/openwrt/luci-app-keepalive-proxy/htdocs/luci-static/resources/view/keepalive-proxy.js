@@ -47,11 +47,12 @@ const callCheckHost = rpc.declare({
 	reject: true
 });
 
-const callInit = rpc.declare({
-	object: 'rc',
-	method: 'init',
-	params: [ 'name', 'action' ],
-	expect: { result: false }
+/* This service alone: rpcd's rc init would reach every service. */
+const callRestart = rpc.declare({
+	object: 'luci.keepalive-proxy',
+	method: 'restart',
+	expect: { '': {} },
+	reject: true
 });
 
 const noAnswer = _('No answer from the rpcd plugin luci.keepalive-proxy.');
@@ -86,6 +87,20 @@ function duration(s) {
 	return (s / 3600).toFixed(1) + ' h';
 }
 
+/*
+ * A size as keepalive-proxy reads one (--split-size 8M): digits, then K, M
+ * or G for KiB, MiB or GiB, from min to max bytes. true, or why not. No
+ * datatype does it: LuCI's uinteger refuses 8M, which the daemon takes.
+ */
+function size(value, min, max) {
+	const m = /^([0-9]+)([KkMmGg]?)$/.exec(value || '');
+	const n = m ? +m[1] * Math.pow(1024, ' kmg'.indexOf(m[2].toLowerCase() || ' ')) : NaN;
+
+	if (!value || (n >= min && n <= max))
+		return true;
+	return _('a number of bytes from %s to %s, K, M or G after it if you like (8M)').format(bytes(min), bytes(max));
+}
+
 /* "n (a: 1, b: 2)" for an object of counts, zeros left out. */
 function breakdown(total, parts) {
 	const list = Object.keys(parts || {}).filter((k) => parts[k] > 0)
@@ -101,26 +116,91 @@ function sum(parts) {
 const checkStatus = { ok: _('ok'), note: _('note'), limits: _('limits'), unknown: _('unknown') };
 
 /*
- * One finding of the host check: one line when nothing is to be done, its
- * cost and fix folded away when it costs little, all of it when it limits.
+ * What a finding of the host check means to the router's owner, in words
+ * and numbers from the report (the path judged, cap_mbit), or null when
+ * the daemon's own line says it best. The kernel's names (sysctls, qdisc,
+ * congestion control) come after it, in the daemon's line (f.what).
  */
-function finding(f) {
-	const status = checkStatus[f.status] || f.status;
-	const more = [];
+function meaning(f, path) {
+	const cap = (typeof(f.cap_mbit) == 'number') ? Math.round(f.cap_mbit) : null;
+	const rtt = path.rtt_ms, rate = path.rate_mbit;
+	const ok = (f.status == 'ok');
+	let m;
 
+	switch (f.key) {
+	case 'tcp_rmem':
+		if (cap == null)
+			return null;
+		return ok
+			? _('One download over a %d ms path can reach %d Mbit/s: more than the %d Mbit/s the path has.').format(rtt, cap, rate)
+			: _('One download over a %d ms path is held to %d Mbit/s, of the %d Mbit/s the path has.').format(rtt, cap, rate);
+	case 'rmem_max':
+		if (cap == null)
+			return ok ? _('Nothing to do: the kernel sizes the proxy\'s download buffers as a download needs.') : null;
+		return ok
+			? _('One download through the proxy over a %d ms path can reach %d Mbit/s.').format(rtt, cap)
+			: _('One download through the proxy over a %d ms path is held to %d Mbit/s: the buffer set for it is cut short.').format(rtt, cap);
+	case 'tcp_wmem':
+		if (cap == null)
+			return null;
+		return ok
+			? _('What this router sends over a %d ms path can reach %d Mbit/s.').format(rtt, cap)
+			: _('What this router sends over a %d ms path (uploads, a server on the router) is held to %d Mbit/s; downloads through the proxy are not.').format(rtt, cap);
+	case 'wmem_max':
+		return ok
+			? _('Nothing to do for uploads through the proxy.')
+			: _('Uploads through the proxy get smaller buffers than the settings ask for.');
+	case 'slow_start_after_idle':
+		return ok
+			? _('A connection that pauses keeps its speed.')
+			: _('A connection that pauses for a moment starts slowly again; for downloads that pause, read-ahead helps.');
+	case 'congestion':
+		if (f.status == 'limits')
+			return _('keepalive-proxy will not start with the congestion control that is set: this router does not offer it to the proxy.');
+		return _('Nothing to do for the proxy.');
+	case 'loopback':
+		return ok
+			? _('Nothing to do.')
+			: _('Programs on this router that use the proxy start each connection slowly, for microseconds: hardly measurable.');
+	case 'fd_limit':
+		m = /room for ([0-9]+) clients .*--max-clients ([0-9]+)/.exec(f.what || '');
+		if (ok)
+			return _('keepalive-proxy can serve as many clients at once as it is set to.');
+		return m ? _('keepalive-proxy can serve %s clients at once, not the %s it is set to; the others wait.').format(m[1], m[2]) : null;
+	case 'tls':
+		return ok
+			? _('HTTPS downloads from the hosts to intercept can be pooled too.')
+			: _('HTTPS downloads cannot be pooled: this keepalive-proxy has no TLS (the keepalive-proxy-openssl package has).');
+	}
+	return null;
+}
+
+/*
+ * One finding of the host check: what it means first, the kernel's names
+ * after it; one line when nothing is to be done, its cost and fix folded
+ * away when it costs little, all of it when it limits.
+ */
+function finding(f, path) {
+	const status = checkStatus[f.status] || f.status;
+	const lead = meaning(f, path);
+	const more = [];
 	/* No nulls in E()'s arrays: LuCI writes them out as "null". */
+	const line = lead
+		? [ E('span', { 'class': 'kp-meaning' }, [ lead ]), ' ', E('small', { 'class': 'kp-kernel' }, [ '(' + f.what + ')' ]) ]
+		: [ E('span', { 'class': 'kp-meaning' }, [ f.what ]) ];
+
 	if (f.cost)
 		more.push(E('div', [ _('Cost: %s').format(f.cost) ]));
 	if (f.fix)
 		more.push(E('div', [ _('Fix: '), E('code', [ f.fix ]) ]));
 
 	if (f.status == 'limits')
-		return E('div', { 'class': 'alert-message warning', 'data-key': f.key },
-			[ E('strong', [ status ]), ' ', f.what, ...more ]);
+		return E('div', { 'class': 'alert-message warning', 'data-key': f.key, 'data-status': f.status },
+			[ E('strong', [ status + ': ' ]), ...line, ...more ]);
 	if (f.status == 'note' && (f.cost || f.fix))
-		return E('details', { 'data-key': f.key },
-			[ E('summary', [ status + ': ' + f.what ]), ...more ]);
-	return E('div', { 'data-key': f.key }, [ status + ': ' + f.what ]);
+		return E('details', { 'data-key': f.key, 'data-status': f.status },
+			[ E('summary', [ status + ': ', ...line ]), ...more ]);
+	return E('div', { 'data-key': f.key, 'data-status': f.status }, [ status + ': ', ...line ]);
 }
 
 /* Each row of the status table: its id, its label, and its value from /stats. */
@@ -208,12 +288,22 @@ return view.extend({
 				[ res.error || noAnswer ]));
 			return;
 		}
+		/* What could not be read and asks nothing of the owner: folded away. */
+		const unread = r.findings.filter((f) => f.status == 'unknown' && !f.fix);
+		const shown = r.findings.filter((f) => !unread.includes(f));
+		const folded = unread.length ? [ E('details', { 'class': 'kp-unread' }, [
+			E('summary', [ N_(unread.length, '%d check could not be read', '%d checks could not be read')
+				.format(unread.length) ]),
+			...unread.map((f) => E('div', { 'data-key': f.key }, [ f.what ]))
+		]) ] : [];
+
 		this.checkEl.replaceChildren(
 			E('p', [ (r.limited
 				? _('Something on this router limits one download over %d ms at %d Mbit/s, with the applied settings:')
 				: _('Nothing on this router limits one download over %d ms at %d Mbit/s, with the applied settings.'))
 				.format(r.path.rtt_ms, r.path.rate_mbit) ]),
-			...r.findings.map(finding));
+			...shown.map((f) => finding(f, r.path)),
+			...folded);
 	},
 
 	handleCheck() {
@@ -233,7 +323,10 @@ return view.extend({
 			if (res.error || !res.ca_dir)
 				throw new Error(res.error || noAnswer);
 			ui.addNotification(null, E('p', [ _('A new CA is in %s. Download its certificate and let each client trust it; keepalive-proxy restarts now to use it.').format(res.ca_dir) ]), 'info');
-			return callInit('keepalive-proxy', 'restart');
+			return callRestart();
+		}).then((res) => {
+			if (res && res.error)
+				throw new Error(res.error);
 		}).catch((e) => {
 			ui.addNotification(null, E('p', [ e.message ]), 'error');
 		});
@@ -319,6 +412,10 @@ return view.extend({
 			return true;
 		};
 
+		o = s.taboption('general', form.Flag, 'stats_auth', _('Stats listener asks for a password'),
+			_('With a users file, the stats listener asks for a user and password from it too. Off, as shipped, for a listener on loopback: this page reads it there and has no password to give.'));
+		o.default = o.enabled;
+
 		o = s.taboption('https', form.DynamicList, 'intercept', _('Hosts to intercept'),
 			_('Host names, *.domain patterns or IP addresses. The CA is limited to the list as it is when the CA is made.'));
 		o.placeholder = '*.googlevideo.com';
@@ -347,9 +444,9 @@ return view.extend({
 		o = s.taboption('readahead', form.Flag, 'read_ahead', _('Read ahead'));
 
 		o = s.taboption('readahead', form.Value, 'read_ahead_memory', _('Memory for read-ahead'),
-			_('Bytes, for all ranges fetched ahead at once, split downloads included; a client takes half at most.'));
-		o.datatype = 'and(uinteger,min(1048576))';
-		o.placeholder = '33554432';
+			_('Bytes, K, M or G after the number (64M), for all ranges fetched ahead at once, split downloads included; a client takes half at most.'));
+		o.placeholder = '32M';
+		o.validate = (section_id, value) => size(value, 1048576, 17179869184);
 
 		o = s.taboption('readahead', form.DynamicList, 'split', _('Split downloads from'),
 			_('Hosts whose big downloads are fetched as ranges, ahead of the client, with a broken connection resumed: for origins that slow down a download asked for whole. Host names, *.domain patterns or IP addresses; HTTPS hosts need interception too.'));
@@ -361,9 +458,9 @@ return view.extend({
 		};
 
 		o = s.taboption('readahead', form.Value, 'split_size', _('Range size'),
-			_('Bytes asked of the origin at a time.'));
-		o.datatype = 'and(uinteger,min(65536))';
-		o.placeholder = '8388608';
+			_('Bytes asked of the origin at a time, K, M or G after the number (8M).'));
+		o.placeholder = '8M';
+		o.validate = (section_id, value) => size(value, 65536, 1073741824);
 
 		o = s.taboption('readahead', form.ListValue, 'split_connections', _('Connections per download'),
 			_('More than one only for origins that allow it; a refusal drops the host to one for ten minutes.'));
