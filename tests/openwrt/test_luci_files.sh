@@ -5,8 +5,10 @@
 # with jshn; the ACL grants the methods the plugin lists (run for real, on
 # jshn-stand-in.sh, see luci-plugin.sh), those that change nothing as reads
 # only, and the UCI config the package installs; the view calls only what
-# the ACL grants, and its settings are options the init script reads; the
-# Makefile depends on packages the feed defines.
+# the ACL grants, and its settings are options the init script reads; its
+# translation template holds every string of the view and menu, as LuCI's
+# i18n-scan.pl writes one; the Makefile depends on packages the feed
+# defines.
 #
 # Usage: test_luci_files.sh
 # Exits 77 (skipped) without python3.
@@ -23,10 +25,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sh "$here/luci-plugin.sh" "$work"
 
-python3 - "$here/../../contrib/openwrt" "$work" <<'EOF'
-import glob, json, os, re, subprocess, sys
+python3 - "$here/../../contrib/openwrt" "$work" "$here" <<'EOF'
+import difflib, glob, json, os, re, shutil, subprocess, sys
 
-feed, offrouter = sys.argv[1], sys.argv[2]
+feed, offrouter, here = sys.argv[1], sys.argv[2], sys.argv[3]
 app = os.path.join(feed, "luci-app-keepalive-proxy")
 root = os.path.join(app, "root")
 views = os.path.join(app, "htdocs/luci-static/resources/view")
@@ -153,6 +155,42 @@ for js in glob.glob(os.path.join(views, "*.js")):
         check("%s: option %s is in the shipped config" % (name, option),
               re.search(r"^\s*#?(option|list) %s " % option,
                         open(configs["keepalive-proxy"]).read(), re.M) is not None)
+
+# The translation template, where luci.mk looks (po/templates/, named after
+# the app without "luci-app-"): every string the view and menu hand to _()
+# or N_() is a msgid, and the file is what LuCI's i18n-scan.pl makes of
+# them (luci-pot.py follows it; with xgettext and msguniq, from gettext).
+pot_path = os.path.join(app, "po/templates/keepalive-proxy.pot")
+pot = open(pot_path).read() if os.path.isfile(pot_path) else ""
+check("po/templates/keepalive-proxy.pot exists", bool(pot), pot_path)
+msgids = set()
+for m in re.finditer(r'^(msgid|msgid_plural) ((?:"(?:[^"\\]|\\.)*"\n?)+)', pot, re.M):
+    msgids.add("".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))).replace('\\"', '"'))
+quoted = r"'((?:[^'\\]|\\.)*)'"
+wanted = set()
+for js in glob.glob(os.path.join(views, "*.js")):
+    src = open(js).read()
+    wanted.update(re.findall(r"\b_\(\s*" + quoted, src))
+    for single, plural in re.findall(r"\bN_\([^,]+,\s*" + quoted + r",\s*" + quoted, src):
+        wanted.update((single, plural))
+for path in menus:
+    wanted.update(m.get("title", "") for m in load(path).values())
+# As written: i18n-scan.pl trims and collapses spaces in a msgid, so a
+# string with spaces at its ends would never be found translated.
+wanted = {w.replace("\\'", "'") for w in wanted if w}
+check("the template has every string of the view and the menu (%d)" % len(wanted),
+      wanted and wanted <= msgids, str(sorted(wanted - msgids)[:10]))
+if shutil.which("xgettext") and shutil.which("msguniq"):
+    made = subprocess.run([sys.executable, os.path.join(here, "luci-pot.py"), app],
+                          capture_output=True, text=True)
+    check("the template is what i18n-scan.pl makes of the app (luci-pot.py)",
+          made.returncode == 0 and made.stdout == pot,
+          made.stderr or "".join(difflib.unified_diff(pot.splitlines(True), made.stdout.splitlines(True),
+                                                     "committed", "made", n=1))[:2000]
+          + "\n  to make it anew: python3 tests/openwrt/luci-pot.py "
+          "contrib/openwrt/luci-app-keepalive-proxy > " + os.path.relpath(pot_path, os.path.dirname(feed)))
+else:
+    print("ok   the template is what i18n-scan.pl makes of it (not checked: no xgettext and msguniq)")
 
 # The Makefile's dependencies on the daemon name packages the feed defines.
 make = open(os.path.join(app, "Makefile")).read()

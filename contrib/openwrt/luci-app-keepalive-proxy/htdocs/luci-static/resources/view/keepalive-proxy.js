@@ -192,7 +192,7 @@ function finding(f, path) {
 	if (f.cost)
 		more.push(E('div', [ _('Cost: %s').format(f.cost) ]));
 	if (f.fix)
-		more.push(E('div', [ _('Fix: '), E('code', [ f.fix ]) ]));
+		more.push(E('div', [ _('Fix:'), ' ', E('code', [ f.fix ]) ]));
 
 	if (f.status == 'limits')
 		return E('div', { 'class': 'alert-message warning', 'data-key': f.key, 'data-status': f.status },
