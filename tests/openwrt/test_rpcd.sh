@@ -298,6 +298,12 @@ check "check_host passes -b, --allow and -u as the init script does" \
 	'j["flags"] == "-b 192.168.1.1 --allow 192.168.1.0/24 --allow fd00::/8 --user nobody --max-clients 10000000 --upstream-rcvbuf 1073741824 --upstream-sndbuf 1073741824 --congestion nosuchcc"'
 check "check_host judges the saved flags" \
 	'{f["key"]: f for f in j["report"]["findings"]}["congestion"]["status"] == "limits" and all(t in json.dumps(j["report"]) for t in ("--max-clients 10000000", "--upstream-rcvbuf 1024 MiB", "--upstream-sndbuf 1024 MiB", "nosuchcc", "listens on 192.168.1.1")) and "passed as root" not in json.dumps(j["report"])'
+# Under the open-file limit procd gives the daemon (2 x max_clients + 32),
+# not the plugin's own.
+set_uci "	option max_clients '100'"
+call check_host
+check "check_host judges the open-file limit the init script gives the daemon" \
+	'{f["key"]: f for f in j["report"]["findings"]}["fd_limit"]["value"] == "232" and {f["key"]: f for f in j["report"]["findings"]}["fd_limit"]["status"] == "ok"'
 set_uci "	option max_clients 'many'"
 call check_host
 check "check_host: a setting the daemon refuses gives its reason" \
