@@ -459,8 +459,8 @@ const struct config_option config_options[] = {
 	 "the range that follows before it asks (off)",
 	 FLAG(read_ahead)},
 	{"read-ahead-memory", 0, "BYTES",
-	 "memory for ranges fetched ahead, in all\n"
-	 "(default 33554432)",
+	 "memory for ranges fetched ahead and what is kept\n"
+	 "about them, in all (default 33554432)",
 	 SIZE(read_ahead_memory, 1048576, READ_AHEAD_MEMORY_MAX, READ_AHEAD_MEMORY_BAD)},
 	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 4)",
 	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},

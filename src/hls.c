@@ -454,6 +454,7 @@ hls_parse(const char *text, size_t len, const char *path, size_t path_len, const
 	struct walk fill = w;
 	enum hls_parse_result r;
 	struct hls_playlist *pl;
+	size_t size;
 
 	if (len > HLS_MAX_PLAYLIST)
 		return HLS_TOO_LARGE;
@@ -462,10 +463,13 @@ hls_parse(const char *text, size_t len, const char *path, size_t path_len, const
 	r = walk(&w, text, len);
 	if (r != HLS_MEDIA)
 		return r;
+	if (w.pool_len > HLS_MAX_PATHS)
+		return HLS_TOO_LARGE;
 	/* One block: the playlist, its segments, their paths. */
-	pl = malloc(sizeof(*pl) + w.nsegments * sizeof(pl->segments[0]) + w.pool_len);
-	if (!pl)
+	size = sizeof(*pl) + w.nsegments * sizeof(pl->segments[0]) + w.pool_len;
+	if (!(pl = malloc(size)))
 		return HLS_NO_MEMORY;
+	pl->bytes = size;
 	pl->segments = (struct hls_segment *)(pl + 1);
 	fill.pl = pl;
 	fill.pool = (char *)(pl->segments + w.nsegments);

@@ -21,6 +21,7 @@ struct held_playlist {
 	struct kp_list link;             /* in h->playlists */
 	struct ra_key key;               /* its strings after the record */
 	struct hls_playlist *pl;
+	size_t charged;                  /* the record and pl, counted in its client's share */
 	ev_tstamp used;
 	ev_tstamp followed;              /* a segment of it was last asked for; 0: never */
 };
@@ -35,6 +36,7 @@ struct ra_playlist {
 	size_t len;
 	const char *request;             /* the head the proxy sent for it; NULL: not known */
 	size_t request_len;
+	size_t charged;                  /* all of it, counted in its client's share */
 	char text[];                     /* expected bytes, the path, the request */
 };
 
@@ -52,9 +54,20 @@ static void
 held_free(struct ra_hls *h, struct held_playlist *p)
 {
 	kp_list_unlink(&p->link);
+	ra_store_discharge(h->st, &p->key, p->charged);
 	hls_free(p->pl);
 	free(p);
 	h->nplaylists--;
+}
+
+/* A playlist read as it passed is done with, parsed or not. */
+static void
+playlist_free(struct ra_playlist *p)
+{
+	/* 0: what it counted was handed over to the playlist held from it. */
+	if (p->charged)
+		ra_store_discharge(p->h->st, &p->key, p->charged);
+	free(p);
 }
 
 /* Evicts the least recently used playlist; false when none is held. */
@@ -200,7 +213,7 @@ predict_segments(struct ra_hls *h, const struct ra_ask *ask, const struct http_h
 	 * Every segment is an object of its own, timed only once it is in:
 	 * until then, the path as this client's other fetches found it.
 	 */
-	ra_store_note_rtt(h->st, &key, rtt, false);
+	ra_store_note_rtt(h->st, &key, rtt);
 	known = ra_store_path(h->st, &key);
 	if (known.rate <= 0) {
 		struct ra_path client = ra_store_client_path(h->st, &key);
@@ -254,9 +267,15 @@ ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *
 	if (!hls_is_playlist(ctype, ctype_len, path, path_len))
 		return NULL;
 	ra_key_make(&key, ask, path, path_len);
+	/* Room for the whole text from the start, counted in the client's share till it ends. */
 	size = sizeof(*p) + (size_t)resp->content_length + path_len + request_len;
-	if (!(p = ra_key_keep(&key, size, offsetof(struct ra_playlist, key))))
+	if (path_len > RA_KEY_PATH_MAX || !ra_store_charge(h->st, &key, ra_key_kept_size(&key, size)))
 		return NULL;
+	if (!(p = ra_key_keep(&key, size, offsetof(struct ra_playlist, key)))) {
+		ra_store_discharge(h->st, &key, ra_key_kept_size(&key, size));
+		return NULL;
+	}
+	p->charged = ra_key_kept_size(&key, size);
 	p->h = h;
 	p->expected = (size_t)resp->content_length;
 	memcpy(p->text + p->expected, path, path_len);
@@ -318,11 +337,13 @@ ra_hls_close(struct ra_playlist *p, const struct ra_ask *ask, bool complete)
 	struct ra_hls *h = p->h;
 	struct held_playlist *held = NULL;
 	struct hls_playlist *pl;
+	ev_tstamp followed = 0;
+	size_t charged;
 
 	if (!complete || p->len != p->expected ||
 	    hls_parse(p->text, p->len, p->path, p->path_len, p->origin, strlen(p->origin), &pl) !=
 	            HLS_MEDIA) {
-		free(p);
+		playlist_free(p);
 		return;
 	}
 	/* The latest one replaces what was held: a live playlist lists only what is there now. */
@@ -332,26 +353,37 @@ ra_hls_close(struct ra_playlist *p, const struct ra_ask *ask, bool complete)
 			break;
 		}
 	if (held) {
-		kp_list_unlink(&held->link);
-		hls_free(held->pl);
-	} else {
-		if (h->nplaylists >= MAX_PLAYLISTS)
-			evict_oldest(h);
-		if (!(held = ra_key_keep(&p->key, sizeof(*held), offsetof(struct held_playlist, key)))) {
-			hls_free(pl);
-			free(p);
-			return;
-		}
-		h->nplaylists++;
+		followed = held->followed;
+		held_free(h, held);
+	} else if (h->nplaylists >= MAX_PLAYLISTS) {
+		evict_oldest(h);
 	}
+	/* What is held of the text is counted instead of it. */
+	ra_store_discharge(h->st, &p->key, p->charged);
+	p->charged = 0;
+	charged = ra_key_kept_size(&p->key, sizeof(*held)) + pl->bytes;
+	if (!ra_store_charge(h->st, &p->key, charged)) {
+		hls_free(pl);
+		playlist_free(p);
+		return;
+	}
+	if (!(held = ra_key_keep(&p->key, sizeof(*held), offsetof(struct held_playlist, key)))) {
+		ra_store_discharge(h->st, &p->key, charged);
+		hls_free(pl);
+		playlist_free(p);
+		return;
+	}
+	h->nplaylists++;
+	held->charged = charged;
 	held->pl = pl;
+	held->followed = followed;
 	held->used = clock_now(h->env->clock);
 	kp_list_insert_head(&h->playlists, &held->link);
 	log_debug("read-ahead: playlist %.*s: %zu segments%s", (int)p->path_len, p->path,
 	          pl->nsegments, pl->endlist ? ", finished" : "");
 	if (pl->endlist && !held->followed && p->request)
 		start_vod(h, ask, p, pl);
-	free(p);
+	playlist_free(p);
 }
 
 void

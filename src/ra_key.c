@@ -109,14 +109,20 @@ copy_part(void *arg, const char *part, size_t len)
 	c->len += len;
 }
 
+size_t
+ra_key_kept_size(const struct ra_key *k, size_t size)
+{
+	return size + k->dispatch_key_len + k->path_len;
+}
+
 void *
 ra_key_keep(const struct ra_key *k, size_t size, size_t key_offset)
 {
-	char *record = calloc(1, size + k->dispatch_key_len + k->path_len);
+	char *record;
 	struct ra_key *stored;
 	struct path_copy c;
 
-	if (!record)
+	if (k->path_len > RA_KEY_PATH_MAX || !(record = calloc(1, ra_key_kept_size(k, size))))
 		return NULL;
 	stored = (struct ra_key *)(record + key_offset);
 	*stored = *k;

@@ -28,6 +28,7 @@ struct ra_series {
 	struct object_identity id;       /* of the last piece answered; spans into id_text */
 	char id_text[IDENTITY_MAX];
 	ev_tstamp used;                  /* last answered */
+	size_t charged;                  /* its record, counted in its client's share */
 };
 
 struct ra_range {
@@ -42,19 +43,28 @@ is_series(const struct table_node *n, const void *key)
 	return ra_key_equal(key, &container_of(n, struct ra_series, node)->key);
 }
 
-/* The series of key, made if it is new; NULL when memory is exhausted. */
+/*
+ * The series of key, made if it is new; NULL when its client's share is
+ * full, its path too long to keep, or memory is exhausted.
+ */
 static struct ra_series *
 series_get(struct ra_range *r, const struct ra_key *k)
 {
 	uint32_t hash = ra_key_hash(k);
 	struct table_node *n = table_find_value(&r->series, hash, is_series, k);
+	size_t size = ra_key_kept_size(k, sizeof(struct ra_series));
 	struct ra_series *s;
 
 	if (n)
 		return container_of(n, struct ra_series, node);
-	if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_series, key))))
+	if (k->path_len > RA_KEY_PATH_MAX || !ra_store_charge(r->st, k, size))
 		return NULL;
+	if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_series, key)))) {
+		ra_store_discharge(r->st, k, size);
+		return NULL;
+	}
 	s->uniform = true;
+	s->charged = size;
 	table_add_value(&r->series, &s->node, hash);
 	return s;
 }
@@ -63,6 +73,7 @@ static void
 series_free(struct ra_range *r, struct ra_series *s)
 {
 	table_remove(&r->series, &s->node);
+	ra_store_discharge(r->st, &s->key, s->charged);
 	free(s);
 }
 
@@ -136,7 +147,7 @@ ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct http_h
 	if (!(s = series_get(r, &key)))
 		return;
 	s->used = clock_now(r->env->clock);
-	ra_store_note_rtt(r->st, &s->key, rtt, true);
+	ra_store_note_rtt(r->st, &s->key, rtt);
 	if (ra_store_take_refusal(r->st, &s->key))
 		series_stop(r, s);
 	/* Another object at the same URL: what is held belongs to the old one. */
@@ -221,8 +232,11 @@ ra_range_new(const struct proxy_env *env, struct ra_store *st)
 static void
 free_series(struct table_node *n, void *arg)
 {
-	(void)arg;
-	free(container_of(n, struct ra_series, node));
+	struct ra_series *s = container_of(n, struct ra_series, node);
+	struct ra_range *r = arg;
+
+	ra_store_discharge(r->st, &s->key, s->charged);
+	free(s);
 }
 
 void
@@ -230,7 +244,7 @@ ra_range_free(struct ra_range *r)
 {
 	if (!r)
 		return;
-	table_each(&r->series, free_series, NULL);
+	table_each(&r->series, free_series, r);
 	table_free(&r->series);
 	free(r);
 }

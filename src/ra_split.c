@@ -37,6 +37,8 @@
 #define COLD_PIECE_MIN (256u * 1024)
 /* Pieces shortened to fit memory are whole multiples of this. */
 #define SPLIT_ROUND (64u * 1024)
+/* What a piece's request adds to the object's: its Range and If-Range, at most. */
+#define PIECE_FIELDS_ROOM 512
 /* A validator longer than this is no validator we keep. */
 #define VALIDATOR_MAX 256
 /*
@@ -325,7 +327,10 @@ next_length(const struct download *d)
 	const struct kp_config *cfg = cfg_of(d);
 	uint64_t size = cfg->split_size;
 	uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
-	uint64_t head = ra_charge_range(cfg, 0), fits = share > head ? share - head : 0;
+	/* Each piece is charged room for its answer's head, its record and its request too. */
+	uint64_t head = ra_charge_range(cfg, 0) + ra_piece_footprint(buf_len(d->request) +
+	                                                              PIECE_FIELDS_ROOM);
+	uint64_t fits = share > head ? share - head : 0;
 	/* Never past --split-size: an origin may serve nothing longer at full speed. */
 	uint64_t least = size < COLD_PIECE_MIN ? size : COLD_PIECE_MIN;
 

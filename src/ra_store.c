@@ -29,13 +29,13 @@ enum piece_state {
 	PIECE_FAILED,     /* nothing of it is served: the fetch failed, or the piece was refused */
 };
 
-/* A client address's part of the memory; freed with the last piece counted in it. */
+/* A client address's part of the memory; freed with the last thing counted in it. */
 struct ra_share {
 	struct table_node node;          /* in st->shares, by address */
 	uint8_t family;
 	uint8_t addr[16];
 	size_t charged;
-	unsigned pieces;                 /* pieces counted in it */
+	unsigned holds;                  /* pieces, shelves, series and playlists counted in it */
 	struct ra_path path;             /* as its fetches found the path */
 };
 
@@ -48,6 +48,7 @@ struct ra_shelf {
 	bool refused;                    /* a piece was not the one to serve (ra_store_take_refusal) */
 	struct ra_path path;
 	ev_tstamp used;                  /* last asked or answered */
+	size_t charged;                  /* its record, counted in its client's share */
 };
 
 struct ra_piece {
@@ -59,18 +60,20 @@ struct ra_piece {
 	bool whole;                      /* a whole object, asked without a Range */
 	bool dead;                       /* dropped: on the reaper's list */
 	bool owned;                      /* an owner's (a split download's), never served here */
-	bool uncharged;                  /* its memory no longer counts (an owned piece dropped) */
+	bool uncharged;                  /* it no longer counts (an owned piece dropped) */
 	void (*on_end)(void *arg, struct ra_piece *p);   /* an owned piece's fetch ended */
 	void *on_end_arg;
 	enum piece_state state;
 	uint64_t expect;                 /* body bytes it should bring; 0: not known */
 	unsigned readers;                /* clients reading it now */
 	uint64_t served;                 /* the most body bytes one client was given */
-	size_t charged;                  /* bytes counted against --read-ahead-memory */
+	size_t charged;                  /* its answer's memory, counted against --read-ahead-memory */
+	size_t footprint;                /* its record and request, counted as records */
 	struct ra_share *share;          /* whose share they count in */
 	ev_tstamp held_since;
 	ev_tstamp head_at;               /* its response head arrived; 0: not yet */
-	struct buf *req;                 /* the request the proxy sent: compared with clients' */
+	char *req;                       /* the request the proxy sent: compared with clients' */
+	size_t req_len;
 	struct buf *in, *out;            /* the fetch exchange's buffers */
 	bool has_identity;               /* the object it must be of */
 	struct object_identity id;       /* spans into id_text */
@@ -92,7 +95,10 @@ struct ra_store {
 	const struct proxy_env *env;
 	struct table shelves;
 	struct table shares;
-	size_t charged;                  /* bytes counted against the memory cap */
+	size_t charged;                  /* bytes counted against the memory cap: both below */
+	size_t answers;                  /* ... for the pieces' answers */
+	size_t records;                  /* ... for what is kept about them (ra_store_charge) */
+	unsigned long freed;             /* things counted out since ra_store_take_freed */
 	struct ra_piece *dead;           /* pieces to free at the end of the iteration */
 	ev_prepare reaper;
 };
@@ -121,27 +127,40 @@ shelf_find(const struct ra_store *st, const struct ra_key *k)
 	return n ? container_of(n, struct ra_shelf, node) : NULL;
 }
 
-/* The shelf of k, made if it is new; NULL when memory is exhausted. */
-static struct ra_shelf *
-shelf_get(struct ra_store *st, const struct ra_key *k)
+/* What a shelf for k is counted: its record and its key's strings. */
+static size_t
+shelf_cost(const struct ra_key *k)
 {
-	struct ra_shelf *s = shelf_find(st, k);
+	return ra_key_kept_size(k, sizeof(struct ra_shelf));
+}
 
-	if (!s) {
-		if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_shelf, key))))
-			return NULL;
-		s->st = st;
-		kp_list_init(&s->pieces);
-		table_add_value(&st->shelves, &s->node, ra_key_hash(k));
+/* A new, empty shelf for k; NULL when its share is full, its path too long or memory exhausted. */
+static struct ra_shelf *
+shelf_new(struct ra_store *st, const struct ra_key *k)
+{
+	size_t size = shelf_cost(k);
+	struct ra_shelf *s;
+
+	if (k->path_len > RA_KEY_PATH_MAX || !ra_store_charge(st, k, size))
+		return NULL;
+	if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_shelf, key)))) {
+		ra_store_discharge(st, k, size);
+		return NULL;
 	}
-	s->used = clock_now(st->env->clock);
+	s->st = st;
+	s->charged = size;
+	kp_list_init(&s->pieces);
+	table_add_value(&st->shelves, &s->node, ra_key_hash(k));
 	return s;
 }
 
 static void
 shelf_free(struct ra_shelf *s)
 {
-	table_remove(&s->st->shelves, &s->node);
+	struct ra_store *st = s->st;
+
+	table_remove(&st->shelves, &s->node);
+	ra_store_discharge(st, &s->key, s->charged);
 	free(s);
 }
 
@@ -194,19 +213,71 @@ share_get(struct ra_store *st, const struct ra_key *k)
 	return s;
 }
 
-/* A piece's bytes are counted in, or out (and then the piece no longer points at sh). */
+/* What a charge is for: the gauges tell answers held apart from what is kept about them. */
+enum charge_kind {
+	CHARGE_ANSWER,     /* a piece's answer, arriving or held */
+	CHARGE_RECORD,     /* a piece's record and request, a shelf, a series, a playlist */
+};
+
+/*
+ * Something's bytes are counted in, or out (and when sh counts nothing
+ * more, it is freed: whoever counted in it no longer points at it).
+ */
 static void
-charge(struct ra_store *st, struct ra_share *sh, size_t bytes, bool add)
+charge(struct ra_store *st, struct ra_share *sh, enum charge_kind kind, size_t bytes, bool add)
 {
-	st->charged = add ? st->charged + bytes : st->charged - bytes;
+	size_t *gauge = kind == CHARGE_ANSWER ? &st->answers : &st->records;
+
+	*gauge = add ? *gauge + bytes : *gauge - bytes;
+	st->charged = st->answers + st->records;
 	sh->charged = add ? sh->charged + bytes : sh->charged - bytes;
-	kp_stats.readahead_bytes_held = st->charged;
+	kp_stats.readahead_bytes_held = st->answers;
+	kp_stats.readahead_records_bytes = st->records;
 	if (add) {
-		sh->pieces++;
-	} else if (--sh->pieces == 0) {
+		sh->holds++;
+		return;
+	}
+	st->freed++;
+	if (--sh->holds == 0) {
 		table_remove(&st->shares, &sh->node);
 		free(sh);
 	}
+}
+
+static bool fits(const struct ra_store *st, const struct ra_share *sh, size_t charge);
+
+bool
+ra_store_charge(struct ra_store *st, const struct ra_key *key, size_t bytes)
+{
+	struct ra_share *sh = share_find(st, key);
+
+	if (!fits(st, sh, bytes)) {
+		kp_stats.readahead_throttled++;
+		return false;
+	}
+	if (!sh && !(sh = share_get(st, key)))
+		return false;
+	charge(st, sh, CHARGE_RECORD, bytes, true);
+	return true;
+}
+
+void
+ra_store_discharge(struct ra_store *st, const struct ra_key *key, size_t bytes)
+{
+	struct ra_share *sh = share_find(st, key);
+
+	if (sh)
+		charge(st, sh, CHARGE_RECORD, bytes, false);
+}
+
+/* A piece's answer and its record are counted in its share, or out. */
+static void
+count_piece(struct ra_piece *p, bool add)
+{
+	struct ra_store *st = p->shelf->st;
+
+	charge(st, p->share, CHARGE_ANSWER, p->charged, add);
+	charge(st, p->share, CHARGE_RECORD, p->footprint, add);
 }
 
 /* ---- pieces: dropped, and freed at a known point ----------------------------------- */
@@ -242,15 +313,13 @@ unserved_bytes(const struct ra_piece *p)
 static void
 piece_free(struct ra_piece *p)
 {
-	struct ra_store *st = p->shelf->st;
-
 	exchange_release(&p->ex);
 	/* Counted before the memory goes: its length is what was fetched. */
 	kp_stats.readahead_wasted_bytes += unserved_bytes(p);
 	memstore_free(&p->mem);
 	if (!p->uncharged)
-		charge(st, p->share, p->charged, false);
-	buf_put(p->req);
+		count_piece(p, false);
+	free(p->req);
 	buf_put(p->in);
 	buf_put(p->out);
 	kp_list_unlink(&p->link);
@@ -500,27 +569,38 @@ keep_identity(struct ra_piece *p, const struct object_identity *id, const char *
 	return true;
 }
 
+size_t
+ra_piece_footprint(size_t request_len)
+{
+	return sizeof(struct ra_piece) + request_len;
+}
+
 /* A new piece for f, fetching, on its shelf; NULL (f->request given back) when not made. */
 static struct ra_piece *
 start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, bool owned)
 {
 	struct http_target target = *f->ask->target;
+	size_t req_len = buf_len(f->request);
 	struct ra_share *sh;
 	struct ra_piece *p;
 
-	if (!fits(st, share_find(st, f->key), f->charge)) {
+	/* The memory its answer may take, and what it keeps besides: its record, its request. */
+	if (!f->charge || !fits(st, share_find(st, f->key), f->charge + ra_piece_footprint(req_len))) {
 		kp_stats.readahead_throttled++;
 		goto refused;
 	}
 	if (!(p = calloc(1, sizeof(*p))))
 		goto refused;
-	if (!(sh = share_get(st, f->key)) ||
+	if (!(sh = share_get(st, f->key)) || !(p->req = malloc(req_len)) ||
 	    (f->identity && !keep_identity(p, f->identity, f->identity_base))) {
+		free(p->req);
 		free(p);
 		goto refused;
 	}
+	memcpy(p->req, buf_head(f->request), req_len);
+	p->req_len = req_len;
+	buf_put(f->request);
 	p->share = sh;
-	p->req = f->request;
 	p->shelf = s;
 	p->owned = owned;
 	p->range = f->whole ? (struct byte_range){0, UINT64_MAX} : f->range;
@@ -528,7 +608,8 @@ start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, b
 	p->whole = f->whole;
 	p->expect = f->expect;
 	p->charged = f->charge;
-	charge(st, sh, f->charge, true);
+	p->footprint = ra_piece_footprint(req_len);
+	count_piece(p, true);
 	kp_list_insert_head(&s->pieces, &p->link);
 	memstore_init(&p->mem, st->env->loop, f->charge, fetch_io);
 	exchange_init(&p->ex, st->env, &p->mem.writer, &p->in, &p->out, &fetch_ops, true);
@@ -539,7 +620,7 @@ start_piece(struct ra_store *st, struct ra_shelf *s, const struct ra_fetch *f, b
 	target.path_len = 1;
 	log_debug("read-ahead %.*s %.*s", (int)s->key.dispatch_key_len, s->key.dispatch_key,
 	          (int)s->key.path_len, s->key.path);
-	if (exchange_start(&p->ex, &target, buf_head(p->req), buf_len(p->req),
+	if (exchange_start(&p->ex, &target, p->req, p->req_len,
 	                   f->may_connect ? DISPATCH_ANY : DISPATCH_AHEAD) < 0)
 		fetch_failed(p, "request head too large");
 	return p;
@@ -549,18 +630,40 @@ refused:
 	return NULL;
 }
 
+/*
+ * The shelf f's piece goes on, made if it is new, but only when the piece
+ * fits beside it: no shelf is left empty by a fetch never made. NULL (and
+ * nothing counted) otherwise.
+ */
+static struct ra_shelf *
+shelf_for(struct ra_store *st, const struct ra_fetch *f)
+{
+	struct ra_shelf *s = shelf_find(st, f->key);
+	size_t piece = f->charge + ra_piece_footprint(buf_len(f->request));
+
+	if (!s && (!f->charge || !fits(st, share_find(st, f->key), shelf_cost(f->key) + piece))) {
+		kp_stats.readahead_throttled++;
+		return NULL;
+	}
+	if (!s && !(s = shelf_new(st, f->key)))
+		return NULL;
+	s->used = clock_now(st->env->clock);
+	return s;
+}
+
 bool
 ra_store_fetch(struct ra_store *st, const struct ra_fetch *f)
 {
-	struct ra_shelf *s;
+	struct ra_shelf *s = shelf_find(st, f->key);
 
-	if (!(s = shelf_get(st, f->key))) {
-		buf_put(f->request);
-		return false;
-	}
-	if (f->whole ? piece_whole(s) != NULL : piece_at(s, f->range.first) != NULL) {
+	if (s && (f->whole ? piece_whole(s) != NULL : piece_at(s, f->range.first) != NULL)) {
+		s->used = clock_now(st->env->clock);
 		buf_put(f->request);
 		return true;
+	}
+	if (!(s = shelf_for(st, f))) {
+		buf_put(f->request);
+		return false;
 	}
 	if (!start_piece(st, s, f, false))
 		return false;
@@ -572,7 +675,7 @@ struct ra_piece *
 ra_store_fetch_owned(struct ra_store *st, const struct ra_fetch *f,
                      void (*on_end)(void *arg, struct ra_piece *p), void *arg)
 {
-	struct ra_shelf *s = shelf_get(st, f->key);
+	struct ra_shelf *s = shelf_for(st, f);
 	struct ra_piece *p;
 
 	if (!s) {
@@ -618,7 +721,7 @@ ra_piece_drop(struct ra_piece *p, uint64_t served)
 	 */
 	if (!p->uncharged) {
 		p->uncharged = true;
-		charge(p->shelf->st, p->share, p->charged, false);
+		count_piece(p, false);
 		p->share = NULL;
 	}
 	/* What a fetch still brings is of no use now: its connection goes with it. */
@@ -703,9 +806,9 @@ ra_store_has(const struct ra_store *st, const struct ra_key *key, const struct b
 }
 
 void
-ra_store_note_rtt(struct ra_store *st, const struct ra_key *key, double rtt, bool make)
+ra_store_note_rtt(struct ra_store *st, const struct ra_key *key, double rtt)
 {
-	struct ra_shelf *s = make ? shelf_get(st, key) : shelf_find(st, key);
+	struct ra_shelf *s = shelf_find(st, key);
 
 	if (rtt > 0 && s)
 		s->path.rtt = rtt;
@@ -757,14 +860,14 @@ ra_depth(const struct ra_path *path, uint64_t length, unsigned most)
 static bool
 same_requester(const struct ra_reader *r, const struct http_head *resp, const char *rbase)
 {
-	struct buf *req = r->piece->req;
-	size_t max = cfg_of(r->piece->shelf->st)->max_header_bytes;
+	const struct ra_piece *p = r->piece;
+	size_t max = cfg_of(p->shelf->st)->max_header_bytes;
 	struct http_parser ps;
 	struct http_head mine, theirs;
 
-	if (parse_head(HTTP_REQUEST, buf_head(req), buf_len(req), max, &ps, &mine) &&
+	if (parse_head(HTTP_REQUEST, p->req, p->req_len, max, &ps, &mine) &&
 	    parse_head(HTTP_REQUEST, buf_head(r->ask), buf_len(r->ask), max, &ps, &theirs) &&
-	    ranges_same_requester(&mine, buf_head(req), &theirs, buf_head(r->ask), resp, rbase))
+	    ranges_same_requester(&mine, p->req, &theirs, buf_head(r->ask), resp, rbase))
 		return true;
 	kp_stats.readahead_unsafe++;
 	return false;
@@ -973,6 +1076,15 @@ void
 ra_store_sweep(struct ra_store *st, ev_tstamp now)
 {
 	table_each(&st->shelves, sweep_shelf, &now);
+}
+
+unsigned long
+ra_store_take_freed(struct ra_store *st)
+{
+	unsigned long n = st->freed;
+
+	st->freed = 0;
+	return n;
 }
 
 struct ra_store *

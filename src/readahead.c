@@ -154,6 +154,12 @@ readahead_free(struct readahead *ra)
 	free(ra);
 }
 
+unsigned long
+readahead_take_freed(struct readahead *ra)
+{
+	return ra ? ra_store_take_freed(ra->store) : 0;
+}
+
 const struct exchange_hooks *
 readahead_hooks(const struct readahead *ra)
 {

@@ -152,11 +152,13 @@ static void
 trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct server *srv = container_of(w, struct server, trim_timer);
-	unsigned freed = buf_trim();
+	unsigned long freed = buf_trim();
 
 	(void)loop;
 	(void)revents;
 	freed += client_trim(&srv->clients);
+	/* What read-ahead held for a client is many small records: their pages go back too. */
+	freed += readahead_take_freed(srv->readahead);
 	if (freed > 0) {
 #ifdef __GLIBC__
 		/* glibc keeps freed heap pages mapped; hand them back to the kernel. */

@@ -38,7 +38,7 @@ stats_log_summary(void)
 	         " (cached %" PRIu64 "), read-ahead %" PRIu64 " (hits %" PRIu64 ", joins %" PRIu64
 	         ", misses %" PRIu64 ", wasted %" PRIu64 " bytes, unsafe %" PRIu64
 	         ", throttled %" PRIu64 ", failed %" PRIu64 ", cut %" PRIu64 ", held %" PRIu64
-	         " bytes), pipelined %" PRIu64 ", split %" PRIu64 " (declined %" PRIu64
+	         " bytes, records %" PRIu64 " bytes), pipelined %" PRIu64 ", split %" PRIu64 " (declined %" PRIu64
 	         ", pieces %" PRIu64 ", resumes %" PRIu64 ", mismatches %" PRIu64 ", back-offs %" PRIu64
 	         ")",
 	         s->clients_accepted, s->requests, s->requests_on_reused, s->requests_on_new,
@@ -51,7 +51,7 @@ stats_log_summary(void)
 	         s->readahead_predicted, s->readahead_hits, s->readahead_joins, s->readahead_misses,
 	         s->readahead_wasted_bytes, s->readahead_unsafe, s->readahead_throttled,
 	         s->readahead_failed, s->readahead_cut, s->readahead_bytes_held,
-	         s->upstream_pipelined, s->split_downloads, s->split_declined, s->split_pieces,
+	         s->readahead_records_bytes, s->upstream_pipelined, s->split_downloads, s->split_declined, s->split_pieces,
 	         s->split_resumes, s->split_mismatches, s->split_backoffs);
 }
 
@@ -203,6 +203,9 @@ static const struct metric metrics[] = {
 	 &kp_stats.upstream_pipelined},
 	{"readahead_bytes_held", "gauge", "Memory counted for pieces held or arriving.",
 	 &kp_stats.readahead_bytes_held},
+	{"readahead_records_bytes", "gauge",
+	 "Memory counted for what read-ahead keeps about pieces, URLs and playlists.",
+	 &kp_stats.readahead_records_bytes},
 	{"tls_leaves_cached", "gauge", "Leaf certificates in the cache.",
 	 &kp_stats.tls_leaves_in_cache},
 	{"auth_hash_checks_total", "counter", "Proxy passwords checked against a crypt(3) hash.",

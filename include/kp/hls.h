@@ -35,6 +35,13 @@
 #define HLS_MAX_SEGMENTS 4096
 /* A resolved path longer than this is never predicted; a nor longer than this is refused. */
 #define HLS_MAX_PATH 4096
+/*
+ * A playlist whose resolved paths take more than this together is not
+ * parsed: a few short lines at a long path would otherwise make megabytes
+ * (4096 lines of one character at a 4 KB path resolve to 16 MiB). A 4-hour
+ * VOD of 4 s segments with 500-byte paths takes 1.7 MiB.
+ */
+#define HLS_MAX_PATHS (2 * 1024 * 1024)
 
 /*
  * Is this response a playlist? Its Content-Type's media type (in any
@@ -61,13 +68,14 @@ struct hls_playlist {
 	uint64_t media_sequence;  /* EXT-X-MEDIA-SEQUENCE; 0 when absent (RFC 8216 4.3.3.2) */
 	size_t nsegments;         /* up to HLS_MAX_SEGMENTS */
 	struct hls_segment *segments;  /* nsegments, in order, in the same allocation */
+	size_t bytes;             /* the one allocation's size: what holding it costs */
 };
 
 enum hls_parse_result {
 	HLS_MEDIA,         /* a media playlist: *out is set */
 	HLS_NOT_PLAYLIST,  /* the first line is not #EXTM3U (RFC 8216 4.3.1.1) */
 	HLS_NOT_MEDIA,     /* a master playlist: EXT-X-STREAM-INF or EXT-X-I-FRAME-STREAM-INF */
-	HLS_TOO_LARGE,     /* past HLS_MAX_PLAYLIST, HLS_MAX_LINE or HLS_MAX_SEGMENTS */
+	HLS_TOO_LARGE,     /* past HLS_MAX_PLAYLIST, HLS_MAX_LINE, HLS_MAX_SEGMENTS or HLS_MAX_PATHS */
 	HLS_MALFORMED,     /* a control character, an unreadable tag value, a bad base path */
 	HLS_NO_MEMORY,     /* the allocation failed */
 };

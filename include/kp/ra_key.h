@@ -45,12 +45,20 @@ struct ra_key {
 };
 
 /*
+ * A longer path is never kept: nothing is predicted, held or remembered for
+ * it. Media URLs run to a kilobyte or two; every record keeps its path.
+ */
+#define RA_KEY_PATH_MAX 4096
+
+/*
  * A record of size bytes for a table keyed by ra_key (read-ahead's shelves,
  * series and playlists), zeroed, with k stored at key_offset: its strings
  * copied after the record, the path without CMCD. NULL when memory is
- * exhausted; free() frees it all.
+ * exhausted or the path is longer than RA_KEY_PATH_MAX; free() frees it all.
  */
 void *ra_key_keep(const struct ra_key *k, size_t size, size_t key_offset);
+/* The bytes ra_key_keep(k, size, ...) allocates, at most: what its share is charged. */
+size_t ra_key_kept_size(const struct ra_key *k, size_t size);
 
 /* The key of ask's request for path. */
 void ra_key_make(struct ra_key *k, const struct ra_ask *ask, const char *path, size_t path_len);

@@ -37,7 +37,11 @@
  * Bounded: --read-ahead-memory in all and half of it per client (a fetch
  * that would pass either is not made, and counted as throttled), and a held
  * piece nobody asked for within --read-ahead-ttl seconds is dropped
- * (counted as wasted). A piece being fetched or read is never freed.
+ * (counted as wasted). A piece being fetched or read is never freed. What a
+ * client's requests make read-ahead keep besides pieces (a shelf, a series,
+ * a playlist being read or held) counts in the same share and the same
+ * total (ra_store_charge), so no client can make it hold more by asking for
+ * many URLs or long ones.
  */
 #ifndef KP_RA_STORE_H
 #define KP_RA_STORE_H
@@ -108,6 +112,13 @@ bool ra_fetch_request(struct ra_fetch *f, const struct http_head *req, const cha
 size_t ra_charge_range(const struct kp_config *cfg, uint64_t length);
 size_t ra_charge_whole(const struct kp_config *cfg, uint64_t length);
 
+/*
+ * What a piece keeps beside the memory its answer may take (the
+ * ra_charge_* figure): its record and the request_len bytes of the request
+ * it sent, which are counted in the share too.
+ */
+size_t ra_piece_footprint(size_t request_len);
+
 /* NULL when memory is exhausted. */
 struct ra_store *ra_store_new(const struct proxy_env *env);
 /* Ends every fetch and frees every piece. */
@@ -174,10 +185,17 @@ bool ra_store_has(const struct ra_store *st, const struct ra_key *key,
                   const struct byte_range *range);
 
 /*
- * Notes the round-trip time a client's own request for key came back
- * over; make: start keeping figures for key if it has none yet.
+ * Memory read-ahead keeps for key's client besides pieces (a series, a
+ * playlist being read or held), counted in the client's share and the
+ * total as a piece's is. False, with nothing counted, when it does not fit
+ * (counted as throttled): the caller keeps nothing.
  */
-void ra_store_note_rtt(struct ra_store *st, const struct ra_key *key, double rtt, bool make);
+bool ra_store_charge(struct ra_store *st, const struct ra_key *key, size_t bytes);
+/* Gives back bytes that ra_store_charge counted for key's client. */
+void ra_store_discharge(struct ra_store *st, const struct ra_key *key, size_t bytes);
+
+/* Notes the round-trip time a client's own request for key came back over, if key holds pieces. */
+void ra_store_note_rtt(struct ra_store *st, const struct ra_key *key, double rtt);
 /* The path as the fetches under key found it (and the client's requests, its rtt). */
 struct ra_path ra_store_path(const struct ra_store *st, const struct ra_key *key);
 /* The path as every fetch for key's client found it. */
@@ -185,6 +203,12 @@ struct ra_path ra_store_client_path(const struct ra_store *st, const struct ra_k
 
 /* Drops the pieces that waited longer than --read-ahead-ttl; frees shelves empty and quiet that long. */
 void ra_store_sweep(struct ra_store *st, ev_tstamp now);
+/*
+ * How many things counted in the shares (pieces, shelves, series,
+ * playlists) were let go since the last call: worth giving the heap back
+ * to the system for.
+ */
+unsigned long ra_store_take_freed(struct ra_store *st);
 
 /*
  * Pieces to keep in flight, at most most: the one the client reads now,

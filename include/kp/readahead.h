@@ -27,6 +27,12 @@ struct readahead *readahead_new(const struct proxy_env *env);
 /* Ends every fetch and frees what is held. */
 void readahead_free(struct readahead *ra);
 
+/*
+ * Records read-ahead let go since the last call (ra NULL: none): the
+ * server's trim gives the heap back to the system when there are any.
+ */
+unsigned long readahead_take_freed(struct readahead *ra);
+
 /* The hooks to put in the env for client exchanges; valid as long as ra. */
 const struct exchange_hooks *readahead_hooks(const struct readahead *ra);
 

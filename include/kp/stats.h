@@ -87,6 +87,8 @@ struct kp_stats {
 	uint64_t split_backoffs;       /* refusals of a second connection: the host got one */
 	uint64_t split_connections_used; /* the most connections each download had at once, summed */
 	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
+	uint64_t readahead_records_bytes; /* ... for what is kept about them: pieces' records and
+	                                   * requests, shelves, series, playlists */
 	uint64_t auth_hash_checks;     /* passwords checked against a crypt(3) hash */
 	uint64_t auth_cache_hits;      /* credentials taken on the strength of an earlier check */
 	uint64_t auth_limited;         /* checks refused unseen: the address failed or waits too much */

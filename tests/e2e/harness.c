@@ -1672,11 +1672,9 @@ void
 send_request(struct client *c, const char *method, struct origin *og, const char *path,
              const char *version, const char *fields)
 {
-	char url[512];
-
-	client_sendf(c, "%s %s %s\r\nHost: 127.0.0.1:%d\r\n%s\r\n", method,
-	             origin_url(og, path, url, sizeof(url)), version, origin_port(og),
-	             fields ? fields : "");
+	/* Written whole, however long the path: a case may ask for one of kilobytes. */
+	client_sendf(c, "%s http://127.0.0.1:%d%s %s\r\nHost: 127.0.0.1:%d\r\n%s\r\n", method,
+	             origin_port(og), path, version, origin_port(og), fields ? fields : "");
 }
 
 void

@@ -642,6 +642,50 @@ test_limits(void **state)
 	free(text);
 }
 
+/*
+ * Short lines at a long path resolve to long paths: the playlist's whole
+ * allocation is bounded by HLS_MAX_PATHS, not by its text. 511 lines of
+ * one character in a 4092-byte directory resolve to 4094 bytes each,
+ * 2,092,034 in all, and are parsed (its bytes say what holding it costs);
+ * 513 are too many.
+ */
+static void
+test_resolved_paths_limit(void **state)
+{
+	enum { DIR = 4092 };
+	char *path = malloc(DIR + 16), *text = malloc(16 + 2 * 600);
+	struct hls_playlist *pl = NULL;
+	size_t len, path_len;
+
+	(void)state;
+	assert_non_null(path);
+	assert_non_null(text);
+	path[0] = '/';
+	memset(path + 1, 'd', DIR - 1);
+	path_len = DIR + (size_t)snprintf(path + DIR, 16, "/a.m3u8");
+	for (unsigned lines = 511; lines <= 513; lines += 2) {
+		len = (size_t)snprintf(text, 16, "#EXTM3U\n");
+		for (unsigned i = 0; i < lines; i++) {
+			text[len++] = 'x';
+			text[len++] = '\n';
+		}
+		pl = NULL;
+		if (lines == 511) {
+			assert_int_equal(hls_parse(text, len, path, path_len, NULL, 0, &pl), HLS_MEDIA);
+			assert_int_equal(pl->nsegments, 511);
+			assert_int_equal(pl->segments[0].path_len, DIR + 2);
+			assert_true(pl->bytes >= 511 * (DIR + 2) && pl->bytes < HLS_MAX_PATHS + 64 * 1024);
+			hls_free(pl);
+		} else {
+			assert_int_equal(hls_parse(text, len, path, path_len, NULL, 0, &pl),
+			                 HLS_TOO_LARGE);
+			assert_null(pl);
+		}
+	}
+	free(path);
+	free(text);
+}
+
 static void
 test_line_limits(void **state)
 {
@@ -1047,6 +1091,7 @@ main(void)
 		cmocka_unit_test(test_byteranges),
 		cmocka_unit_test(test_next),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_resolved_paths_limit),
 		cmocka_unit_test(test_line_limits),
 		cmocka_unit_test(test_cmcd_read),
 		cmocka_unit_test(test_cmcd_nor_length),
