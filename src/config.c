@@ -423,11 +423,9 @@ const struct config_option config_options[] = {
 	{"upstream-rcvbuf", 0, "BYTES",
 	 "SO_RCVBUF of upstream sockets (default: unset,\n"
 	 "so Linux autotunes it)",
-	 UNSIGNED(upstream_rcvbuf, 4096, 1073741824,
-	          "socket buffer size must be 4096-1073741824 bytes")},
+	 SIZE(upstream_rcvbuf, 4096, 1073741824, "socket buffer size must be 4096 bytes to 1 GiB")},
 	{"upstream-sndbuf", 0, "BYTES", "SO_SNDBUF of upstream sockets (default: unset)",
-	 UNSIGNED(upstream_sndbuf, 4096, 1073741824,
-	          "socket buffer size must be 4096-1073741824 bytes")},
+	 SIZE(upstream_sndbuf, 4096, 1073741824, "socket buffer size must be 4096 bytes to 1 GiB")},
 	{"congestion", 0, "ALGO",
 	 "TCP congestion control for upstream sockets\n"
 	 "(default: the host's)",

@@ -223,7 +223,7 @@ check_rmem(struct hostcheck_report *r, const struct hostcheck_input *in,
 
 /* The buffer a process gets for SO_RCVBUF/SO_SNDBUF asked: root may pass the maximum. */
 static unsigned long long
-granted(unsigned asked, unsigned long long core_max, bool privileged)
+granted(size_t asked, unsigned long long core_max, bool privileged)
 {
 	return privileged || asked <= core_max ? asked : core_max;
 }
@@ -264,7 +264,7 @@ check_rmem_max(struct hostcheck_report *r, const struct hostcheck_input *in,
 		         "a process that is not root, or that gave up root with -u, gets SO_RCVBUF "
 		         "up to net.core.rmem_max only, and a fixed buffer no longer autotunes");
 		snprintf(f->fix, sizeof(f->fix),
-		         "sysctl -w net.core.rmem_max=%u; at every boot: " SYSCTL_FILE
+		         "sysctl -w net.core.rmem_max=%zu; at every boot: " SYSCTL_FILE
 		         "; or run as root without -u (SO_RCVBUFFORCE)", cfg->upstream_rcvbuf);
 		return;
 	}
@@ -350,7 +350,7 @@ check_wmem_max(struct hostcheck_report *r, const struct hostcheck_input *in,
 	         "a process that is not root, or that gave up root with -u, gets SO_SNDBUF up to "
 	         "net.core.wmem_max only: uploads through the proxy get less than asked for");
 	snprintf(f->fix, sizeof(f->fix),
-	         "sysctl -w net.core.wmem_max=%u; at every boot: " SYSCTL_FILE
+	         "sysctl -w net.core.wmem_max=%zu; at every boot: " SYSCTL_FILE
 	         "; or run as root without -u (SO_SNDBUFFORCE)", cfg->upstream_sndbuf);
 }
 

@@ -63,8 +63,8 @@ struct kp_config {
 	bool no_connect_race;        /* a request waits for its own connect only (comparisons) */
 
 	/* Upstream socket tuning (net_tune()). */
-	unsigned upstream_rcvbuf;    /* SO_RCVBUF; 0: leave to the kernel's autotuning */
-	unsigned upstream_sndbuf;    /* SO_SNDBUF; 0: likewise */
+	size_t upstream_rcvbuf;      /* SO_RCVBUF; 0: leave to the kernel's autotuning */
+	size_t upstream_sndbuf;      /* SO_SNDBUF; 0: likewise */
 	const char *congestion;      /* TCP_CONGESTION for upstream sockets; NULL: the host's */
 	unsigned tcp_keepalive;      /* idle seconds before keepalive probes; 0: none */
 

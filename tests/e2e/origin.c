@@ -91,25 +91,30 @@ origin_error(struct origin *o, const char *fmt, ...)
 }
 
 static void
-publish(struct origin *o, struct origin_request *req)
-{
-	if (req->published)
-		return;
-	pthread_mutex_lock(&o->lock);
-	if (o->nrequests < ORIGIN_MAX_REQUESTS) {
-		o->requests[o->nrequests++] = req;
-		req->published = true;
-	}
-	pthread_mutex_unlock(&o->lock);
-}
-
-static void
 request_free(struct origin_request *req)
 {
 	msg_head_free(&req->head);
 	body_free(&req->body);
 	headers_free(&req->trailers);
 	free(req);
+}
+
+/* Recorded for origin_request_at(), the first ORIGIN_MAX_REQUESTS; past them, freed. */
+static void
+publish(struct origin *o, struct origin_request *req)
+{
+	bool kept = false;
+
+	if (req->published)
+		return;
+	pthread_mutex_lock(&o->lock);
+	if (o->nrequests < ORIGIN_MAX_REQUESTS) {
+		o->requests[o->nrequests++] = req;
+		req->published = kept = true;
+	}
+	pthread_mutex_unlock(&o->lock);
+	if (!kept)
+		request_free(req);
 }
 
 /* ---- Connection handling ---- */

@@ -93,7 +93,7 @@ uint64_t origin_bytes_sent(struct origin *o);
  * after it returns, which may be after the client already read the bytes.
  */
 bool origin_wait_bytes_sent(struct origin *o, uint64_t n, int timeout_ms);
-/* Requests recorded so far, in the order their bodies completed. */
+/* Requests recorded so far (the first 4096), in the order their bodies completed. */
 unsigned origin_request_count(struct origin *o);
 const struct origin_request *origin_request_at(struct origin *o, unsigned index);
 /* The most recent request; fails the test if there is none. */

@@ -99,6 +99,10 @@ static void
 start(void)
 {
 	static char listen[64];
+#if KP_SANITIZED
+	print_message("skipped: under AddressSanitizer, resident memory is the sanitizer's\n");
+	skip();
+#endif
 	const char *args[] = {"--read-ahead", "--read-ahead-ttl", TTL, "--stats-listen", listen,
 	                      NULL};
 

@@ -265,9 +265,9 @@ refusal "read_ahead_memory 0x100 (ubox's uinteger would take it) is refused, and
 refusal "split_size 2G, above the daemon's 1 GiB, is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	option split_size '2G'" split_size
-refusal "upstream_rcvbuf 8M (the daemon takes bytes only there) is refused, and the log names it" \
+refusal "upstream_rcvbuf 8MB (a size is digits and one of K, M or G) is refused, and the log names it" \
 "config keepalive-proxy 'main'
-	option upstream_rcvbuf '8M'" upstream_rcvbuf
+	option upstream_rcvbuf '8MB'" upstream_rcvbuf
 refusal "an allow list with a bad item is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	list allow '192.168.1.0/24'
@@ -280,8 +280,8 @@ agree=0
 for case in \
 	"split_size --split-size 8M 8m 8388608 65536 65535 64K 63K 1G 1025M 2G 0 08M 8Q 0x100 8MB -1 1.5M" \
 	"read_ahead_memory --read-ahead-memory 64M 16M 1M 1048576 1048575 1023K 2G 0 64Q 0x100000" \
-	"upstream_rcvbuf --upstream-rcvbuf 8388608 4096 4095 1073741824 1073741825 8M 0x1000 010000" \
-	"upstream_sndbuf --upstream-sndbuf 4194304 4096 4095 4M" \
+	"upstream_rcvbuf --upstream-rcvbuf 8388608 4096 4095 1073741824 1073741825 8M 4K 3K 1G 2G 8MB 0x1000 010000" \
+	"upstream_sndbuf --upstream-sndbuf 4194304 4096 4095 4M 8MB" \
 	"max_clients --max-clients 1 0 512 10000000 10000001 0x10 0100 1K"; do
 	# shellcheck disable=SC2086
 	set -- $case

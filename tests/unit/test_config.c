@@ -670,6 +670,26 @@ test_size_units(void **state)
 	}
 }
 
+/* Every BYTES option takes the units, as --help says: the socket buffers too. */
+static void
+test_every_bytes_option_takes_units(void **state)
+{
+	(void)state;
+	for (const struct config_option *opt = config_options; opt->name; opt++) {
+		char flag[64], value[32];
+		struct outcome o;
+
+		if (!opt->arg || strcmp(opt->arg, "BYTES") != 0)
+			continue;
+		snprintf(flag, sizeof(flag), "--%s", opt->name);
+		snprintf(value, sizeof(value), "%luK", (unsigned long)(opt->min + 1023) / 1024);
+		RUN(&o, flag, value);
+		if (o.result != CONFIG_RUN)
+			fail_msg("%s %s was refused: %s", flag, value, o.err);
+		outcome_free(&o);
+	}
+}
+
 /* The ranges the error messages state; a number option added or changed must be listed. */
 static const struct {
 	const char *name;
@@ -1288,6 +1308,7 @@ main(void)
 		cmocka_unit_test(test_read_ahead_memory_cap_fits_size_t),
 		cmocka_unit_test(test_option_fields),
 		cmocka_unit_test(test_size_units),
+		cmocka_unit_test(test_every_bytes_option_takes_units),
 		cmocka_unit_test(test_option_values),
 		cmocka_unit_test(test_option_missing_or_extra_value),
 		cmocka_unit_test(test_short_alias_is_long_name),
