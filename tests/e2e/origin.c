@@ -99,22 +99,21 @@ request_free(struct origin_request *req)
 	free(req);
 }
 
-/* Recorded for origin_request_at(), the first ORIGIN_MAX_REQUESTS; past them, freed. */
+/*
+ * Recorded for origin_request_at(), the first ORIGIN_MAX_REQUESTS; a request
+ * past them stays unpublished, and its connection frees it once handled.
+ */
 static void
 publish(struct origin *o, struct origin_request *req)
 {
-	bool kept = false;
-
 	if (req->published)
 		return;
 	pthread_mutex_lock(&o->lock);
 	if (o->nrequests < ORIGIN_MAX_REQUESTS) {
 		o->requests[o->nrequests++] = req;
-		req->published = kept = true;
+		req->published = true;
 	}
 	pthread_mutex_unlock(&o->lock);
-	if (!kept)
-		request_free(req);
 }
 
 /* ---- Connection handling ---- */
@@ -253,16 +252,24 @@ conn_main(void *arg)
 				o, "connection %u request %u (%s %s): invalid body framing fields",
 				c->conn_no, req->seq, req->head.method, req->head.target);
 			publish(o, req);
+			if (!req->published)
+				request_free(req);
 			break;
 		}
 		c->cur = req;
-		if (!req->expects_continue && !read_body(c, req, len))
+		if (!req->expects_continue && !read_body(c, req, len)) {
+			c->cur = NULL;
+			if (!req->published)
+				request_free(req);
 			break;
+		}
 		o->handler(c, req, o->arg);
 		if (!req->body_complete && !c->closed && !c->raw)
 			read_body(c, req, len);
 		publish(o, req);
 		c->cur = NULL;
+		if (!req->published)
+			request_free(req);
 	}
 	conn_finish(c);
 	return NULL;
