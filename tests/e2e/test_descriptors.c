@@ -1,7 +1,7 @@
 /*
  * Running out of file descriptors never spins, many idle clients do not
- * slow a request down, and peers outside --allow take no descriptor on
- * either listener. The test lowers the running
+ * slow a request down, peers outside --allow take no descriptor on either
+ * listener, and the stats page holds few. The test lowers the running
  * daemon's RLIMIT_NOFILE with prlimit(2) (it is our child), so the daemon
  * believes it has room for thousands of clients and meets EMFILE for real.
  */
@@ -188,6 +188,55 @@ refused_peers_take_no_descriptors(void)
 	proxy_stop(&px);
 }
 
+/*
+ * 300 idle connections to the stats page from an allowed address, with 256
+ * descriptors: the page holds 32 at most (the rest wait in the backlog), so
+ * the proxy's clients keep theirs, and the daemon does not spin.
+ */
+static void
+idle_stats_connections_are_capped(void)
+{
+	enum { IDLE = 300 };
+	static struct client idle[IDLE];
+	static char listen[64];
+	const char *args[] = {"--stats-listen", listen, NULL};
+	struct origin *og = origin_start(origin_handle_ok, NULL);
+	int stats_port = free_port();
+	struct rlimit rl;
+	double cpu0, cpu;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_max < IDLE + 256) {
+		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
+		              IDLE + 256);
+		skip();
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
+	proxy_start(&px, args);
+	limit_daemon(256);
+	for (int i = 0; i < IDLE; i++)
+		client_open(&idle[i], stats_port);
+	/* Peers the backlog dropped come again: the kernel resends its SYN-ACK after 1 s. */
+	sleep_ms(1500);
+	cpu0 = proxy_cpu_seconds(&px);
+	expect_get(px.port, og, "/", 200, "ok");
+	sleep_ms(2000);
+	cpu = proxy_cpu_seconds(&px) - cpu0;
+	print_message("%d descriptors beside %d idle stats connections; %.2f s of CPU in 2 s\n",
+	              proxy_fd_count(&px), IDLE, cpu);
+	/* 32 of them, the listeners, the loop's, stdio and the pool's: not 300. */
+	if (proxy_fd_count(&px) > 48)
+		fail_msg("the daemon holds %d descriptors beside %d idle stats connections",
+		         proxy_fd_count(&px), IDLE);
+	if (cpu > 0.5)
+		fail_msg("the daemon used %.2f s of CPU in 2 s", cpu);
+	for (int i = 0; i < IDLE; i++)
+		client_close(&idle[i]);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -196,6 +245,7 @@ main(void)
 		E2E_TEST(clients_wait_in_the_backlog_without_spinning),
 		E2E_TEST(many_idle_clients_do_not_delay_a_request),
 		E2E_TEST(refused_peers_take_no_descriptors),
+		E2E_TEST(idle_stats_connections_are_capped),
 	};
 
 	return E2E_RUN("descriptors", tests);
