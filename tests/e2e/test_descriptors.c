@@ -28,6 +28,25 @@ limit_daemon(rlim_t n)
 }
 
 /*
+ * This process's own descriptors: raised to the hard limit, the case
+ * skipped when that is below need (the connections it opens, and margin).
+ */
+static void
+raise_own_fd_limit(unsigned long need)
+{
+	struct rlimit rl;
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	if (rl.rlim_max < need) {
+		print_message("skipped: the fd limit %lu is below %lu\n", (unsigned long)rl.rlim_max,
+		              need);
+		skip();
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/*
  * The reproduction from the issue: 50 idle pooled connections, a limit of
  * 64, then 40 idle clients. Idle upstream connections give way to clients;
  * the daemon stays quiet and still serves a request.
@@ -105,17 +124,9 @@ many_idle_clients_do_not_delay_a_request(void)
 	enum { IDLE = 2000 };
 	static struct client idle[IDLE];
 	struct origin *og = origin_start(origin_handle_ok, NULL);
-	struct rlimit rl;
 	double t0, took;
 
-	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_max < IDLE * 2 + 512) {
-		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
-		              IDLE * 2 + 512);
-		skip();
-	}
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
+	raise_own_fd_limit(IDLE * 2 + 512);
 	proxy_start(&px, NULL);
 	for (int i = 0; i < IDLE; i++)
 		client_open(&idle[i], px.port);
@@ -146,18 +157,10 @@ refused_peers_take_no_descriptors(void)
 	const char *args[] = {"--allow", "127.0.0.1", "--stats-listen", listen, NULL};
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	int stats_port = free_port(), status;
-	struct rlimit rl;
 	double cpu0, t0, took, cpu;
 	char url[128];
 
-	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_max < REFUSED + 256) {
-		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
-		              REFUSED + 256);
-		skip();
-	}
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
+	raise_own_fd_limit(REFUSED + 256);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
 	proxy_start(&px, args);
 	limit_daemon(256);
@@ -202,17 +205,9 @@ idle_stats_connections_are_capped(void)
 	const char *args[] = {"--stats-listen", listen, NULL};
 	struct origin *og = origin_start(origin_handle_ok, NULL);
 	int stats_port = free_port();
-	struct rlimit rl;
 	double cpu0, cpu;
 
-	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_max < IDLE + 256) {
-		print_message("skipped: the fd limit %lu is below %d\n", (unsigned long)rl.rlim_max,
-		              IDLE + 256);
-		skip();
-	}
-	rl.rlim_cur = rl.rlim_max;
-	setrlimit(RLIMIT_NOFILE, &rl);
+	raise_own_fd_limit(IDLE + 256);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
 	proxy_start(&px, args);
 	limit_daemon(256);
