@@ -75,26 +75,50 @@ conn_of(struct origin *og, const char *path)
 	return found;
 }
 
-/* The counters line once the counter name has reached want (or after 2 s). */
-static const char *
-wait_counter(const char *name, unsigned long want)
-{
-	const char *stats = proxy_stats(&px);
+/* How long a counter or the origin gets to show what a case waits for. */
+#define WAIT_MS 5000
+/*
+ * A connect the origin held back completes when its SYN is sent again:
+ * after 1 s, 3 s, then 7 s from the first.
+ */
+#define CONNECT_WAIT_MS 8000
 
-	for (int i = 0; i < 100 && stats_get(stats, name) != want; i++) {
-		sleep_ms(20);
-		stats = proxy_stats(&px);
+/*
+ * The counters line once counter name reads want; fails after WAIT_MS,
+ * saying what was waited for (what).
+ */
+static const char *
+expect_counter(const char *name, unsigned long want, const char *what, const char *file, int line)
+{
+	double deadline = now_s() + WAIT_MS / 1000.0;
+	const char *stats;
+
+	while (stats_get(stats = proxy_stats(&px), name) != want) {
+		if (now_s() > deadline)
+			fail_msg("%s:%d: %s: after %d ms the counter '%s' reads %lu, expected %lu\n"
+			         "  line: %s",
+			         file, line, what, WAIT_MS, name, stats_get(stats, name), want,
+			         stats);
+		sleep_ms(10);
 	}
 	return stats;
 }
+#define counter_becomes(name, want, what)                                                          \
+	expect_counter((name), (want), (what), __FILE__, __LINE__)
 
+/* The origin has accepted n connections, and no more. */
 static void
-wait_connections(struct origin *og, unsigned n)
+expect_connections(struct origin *og, unsigned n, const char *file, int line)
 {
-	for (int i = 0; i < 800 && origin_connection_count(og) < n; i++)
+	double deadline = now_s() + CONNECT_WAIT_MS / 1000.0;
+
+	while (origin_connection_count(og) < n && now_s() < deadline)
 		sleep_ms(10);
-	assert_int_equal(origin_connection_count(og), n);
+	if (origin_connection_count(og) != n)
+		fail_msg("%s:%d: the origin accepted %u connections within %d ms, expected %u",
+		         file, line, origin_connection_count(og), CONNECT_WAIT_MS, n);
 }
+#define wait_connections(og, n) expect_connections((og), (n), __FILE__, __LINE__)
 
 /*
  * The set-up of a race: a's request keeps the only connection busy for
@@ -138,7 +162,7 @@ freed_connection_beats_the_new_connect(void)
 	origin_release_accepts(og);
 	/* The SYN is sent again after 1 s (or 3 s): then the connection is pooled. */
 	wait_connections(og, 2);
-	stats = wait_counter("unused", 1);
+	stats = counter_becomes("unused", 1, "the late connect lands in the pool, unused");
 	assert_int_equal(stats_get(stats, "freed-up"), 1);
 	assert_int_equal(stats_get(stats, "unused"), 1);
 	assert_int_equal(stats_get(stats, "connects"), 2);
@@ -169,13 +193,15 @@ abandoned_connect_is_pooled(void)
 	origin_hold_accepts(og);
 	client_open(&a, px.port);
 	send_get(&a, og, "/fast");
-	sleep_ms(100);
+	counter_becomes("queued", 1, "a's request waits for the connect it started");
 	/* A reset: a FIN alone could be a half-close, after which the answer is still wanted. */
 	client_abort(&a);
-	sleep_ms(100);
+	counter_becomes("queued", 0, "a's request leaves the queue with its client");
+	/* Still held back: the client left before its connect could complete. */
+	assert_int_equal(origin_connection_count(og), 0);
 	origin_release_accepts(og);
 	wait_connections(og, 1);
-	assert_int_equal(stats_get(wait_counter("unused", 1), "unused"), 1);
+	counter_becomes("unused", 1, "the abandoned connect lands in the pool, unused");
 	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
 	expect_response(&b, 200, "fast");
@@ -210,10 +236,14 @@ cap_holds_and_the_next_request_gets_a_freed_connection(void)
 		         origin_request_count(og));
 	client_open(&extra, px.port);
 	send_get(&extra, og, "/fast");
-	sleep_ms(300);
+	/*
+	 * A request is queued even when it starts a connect of its own; that
+	 * connect would be counted in the same breath, so the same line tells.
+	 */
+	stats = counter_becomes("queued", 1, "the 101st request waits for a connection");
+	assert_int_equal(stats_get(stats, "connects"), 100);
 	assert_int_equal(origin_connection_count(og), 100);
 	assert_int_equal(origin_request_count(og), 100);
-	assert_int_equal(stats_get(proxy_stats(&px), "queued"), 1);
 	atomic_store(&g.tickets, 1);
 	expect_response(&extra, 200, "fast");
 	assert_int_equal(origin_connection_count(og), 100);
@@ -311,12 +341,12 @@ client_leaving_the_queue_disturbs_no_one(void)
 	assert_true(origin_wait_requests(og, 1, 5000));
 	client_open(&b, px.port);
 	send_get(&b, og, "/fast");
-	sleep_ms(50);
+	counter_becomes("queued", 1, "b's request waits for the one connection");
 	client_open(&c, px.port);
 	send_get(&c, og, "/fast");
-	sleep_ms(50);
+	counter_becomes("queued", 2, "c's request waits behind b's");
 	client_abort(&b);
-	sleep_ms(50);
+	counter_becomes("queued", 1, "b's request leaves the queue with its client");
 	atomic_store(&g.open, true);
 	expect_response(&a, 200, "held");
 	expect_response(&c, 200, "fast");
@@ -374,7 +404,12 @@ no_connect_race_waits_for_its_own_connect(void)
 	proxy_start(&px, args);
 	t0 = start_race(og, &a, &b);
 	expect_response(&a, 200, "slow");
-	sleep_ms(300);
+	/*
+	 * a's connection, free now, goes to the pool and b keeps waiting: the
+	 * connect is released only once the proxy has made that choice.
+	 */
+	counter_becomes("idle", 1, "a's freed connection is pooled while b waits for its connect");
+	assert_int_equal(origin_connection_count(og), 1);
 	origin_release_accepts(og);
 	expect_response(&b, 200, "fast");
 	took = now_s() - t0;
