@@ -21,9 +21,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "kp/chars.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
 #include "kp/list.h"
+#include "kp/ossl_error.h"
 #include "kp/stats.h"
 #include "kp/table.h"
 
@@ -51,17 +53,6 @@ struct ca {
 	size_t max_leaves;
 };
 
-/* The newest error on OpenSSL's queue in words, and the queue emptied. */
-static void
-take_error(char *out, size_t len, const char *what)
-{
-	unsigned long e = ERR_peek_last_error();
-	const char *reason = e ? ERR_reason_error_string(e) : NULL;
-
-	snprintf(out, len, "%s%s%s", what, reason ? ": " : "", reason ? reason : "");
-	ERR_clear_error();
-}
-
 /* Bytes of the address host spells (4 or 16), or 0 for a name. */
 static int
 ip_literal(const char *host, unsigned char out[16])
@@ -85,8 +76,7 @@ name_fit_for_san(const char *host)
 	for (size_t i = 0; i < n; i++) {
 		char ch = host[i];
 
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '-' || ch == '.' || ch == '_'))
+		if (!(char_is_alnum(ch) || ch == '-' || ch == '.' || ch == '_'))
 			return false;
 	}
 	return true;
@@ -316,12 +306,12 @@ load(struct ca *ca, const struct kp_config *cfg, char *err, size_t errlen)
 	ca->cert = PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
 	if (!ca->key || !ca->cert) {
-		take_error(err, errlen, !ca->key ? "--ca-key: not a PEM private key"
+		ossl_take_error(err, errlen, !ca->key ? "--ca-key: not a PEM private key"
 		                                 : "--ca-cert: not a PEM certificate");
 		return -1;
 	}
 	if (X509_check_private_key(ca->cert, ca->key) != 1) {
-		take_error(err, errlen, "--ca-key does not belong to --ca-cert");
+		ossl_take_error(err, errlen, "--ca-key does not belong to --ca-cert");
 		return -1;
 	}
 	if (X509_check_ca(ca->cert) != 1) {
@@ -346,7 +336,7 @@ ca_new(const struct kp_config *cfg, char *err, size_t errlen)
 	if (load(ca, cfg, err, errlen) < 0)
 		goto fail;
 	if (!(ca->leaf_key = EVP_EC_gen("P-256"))) {
-		take_error(err, errlen, "cannot make the leaf key");
+		ossl_take_error(err, errlen, "cannot make the leaf key");
 		goto fail;
 	}
 	return ca;
@@ -449,7 +439,7 @@ make_ca_cert(EVP_PKEY *key, const struct kp_config *cfg, char *err, size_t errle
 	    !add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign") ||
 	    !add_ext(x, x, NID_subject_key_identifier, "hash") ||
 	    (nc[0] && !add_ext(x, x, NID_name_constraints, nc)) || !X509_sign(x, key, EVP_sha256())) {
-		take_error(err, errlen, "cannot make the CA certificate");
+		ossl_take_error(err, errlen, "cannot make the CA certificate");
 		X509_free(x);
 		free(nc);
 		return NULL;
@@ -474,7 +464,7 @@ ca_make(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
 		return -1;
 	}
 	if (!(key = EVP_EC_gen("P-256"))) {
-		take_error(why, sizeof(why), "cannot make the CA key");
+		ossl_take_error(why, sizeof(why), "cannot make the CA key");
 		fprintf(err, "keepalive-proxy: %s\n", why);
 		goto out;
 	}

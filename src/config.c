@@ -80,7 +80,7 @@ config_defaults(struct kp_config *cfg)
 	 * 32 MiB: a dozen 2 MiB pieces, for a few downloads at once, without
 	 * taking a small router's memory; a desktop can give far more.
 	 */
-	cfg->read_ahead_memory = 32u << 20;
+	cfg->fetch_memory = 32u << 20;
 	cfg->read_ahead_ttl = 30;
 	/* Two: one piece arriving while the one before is read, and the one after that. */
 	cfg->read_ahead_depth = 4;
@@ -306,11 +306,11 @@ add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
  * is held plus one more piece (at most half the cap) still fits in a size_t.
  */
 #if SIZE_MAX > 0xffffffffu
-#define READ_AHEAD_MEMORY_MAX 17179869184UL
-#define READ_AHEAD_MEMORY_BAD "read-ahead memory must be 1048576-17179869184 bytes"
+#define FETCH_MEMORY_MAX 17179869184UL
+#define FETCH_MEMORY_RANGE "1048576-17179869184 bytes"
 #else
-#define READ_AHEAD_MEMORY_MAX 2147483648UL
-#define READ_AHEAD_MEMORY_BAD "read-ahead memory must be 1048576-2147483648 bytes"
+#define FETCH_MEMORY_MAX 2147483648UL
+#define FETCH_MEMORY_RANGE "1048576-2147483648 bytes"
 #endif
 /* A piece is at most 1 GiB: half of a 32-bit build's largest memory cap. */
 #define SPLIT_SIZE_MAX 1073741824UL
@@ -456,10 +456,14 @@ const struct config_option config_options[] = {
 	 "after a client got one byte range of a URL, fetch\n"
 	 "the range that follows before it asks (off)",
 	 FLAG(read_ahead)},
-	{"read-ahead-memory", 0, "BYTES",
-	 "memory for ranges fetched ahead and what is kept\n"
-	 "about them, in all (default 33554432)",
-	 SIZE(read_ahead_memory, 1048576, READ_AHEAD_MEMORY_MAX, READ_AHEAD_MEMORY_BAD)},
+	{"fetch-memory", 0, "BYTES",
+	 "memory for answers the proxy fetches itself\n"
+	 "(read-ahead, --split) and what it keeps about\n"
+	 "them, in all, half per client (default 33554432)",
+	 SIZE(fetch_memory, 1048576, FETCH_MEMORY_MAX, "fetch memory must be " FETCH_MEMORY_RANGE)},
+	{"read-ahead-memory", 0, "BYTES", "--fetch-memory, by its former name",
+	 SIZE(fetch_memory, 1048576, FETCH_MEMORY_MAX,
+	      "read-ahead memory must be " FETCH_MEMORY_RANGE)},
 	{"read-ahead-depth", 0, "N", "ranges fetched ahead of a client, at most (default 4)",
 	 UNSIGNED(read_ahead_depth, 1, 8, "read-ahead depth must be 1-8")},
 	{"read-ahead-ttl", 0, "SECONDS",
@@ -684,11 +688,11 @@ options_agree(struct kp_config *cfg, const char *tls_name, FILE *err)
 		return false;
 	}
 	/* A piece must fit a client's share of the memory, or nothing is ever split. */
-	if (cfg->nsplit && cfg->split_size + cfg->max_header_bytes + 1024 > cfg->read_ahead_memory / 2) {
+	if (cfg->nsplit && cfg->split_size + cfg->max_header_bytes + 1024 > cfg->fetch_memory / 2) {
 		fprintf(err, "keepalive-proxy: --split-size %zu does not fit a client's share of "
-		             "--read-ahead-memory (half of %zu bytes, less a head): raise "
-		             "--read-ahead-memory or lower --split-size\n",
-		        cfg->split_size, cfg->read_ahead_memory);
+		             "--fetch-memory (half of %zu bytes, less a head): raise "
+		             "--fetch-memory or lower --split-size\n",
+		        cfg->split_size, cfg->fetch_memory);
 		return false;
 	}
 	if (cfg->stats_addr && !cfg->nallow && !config_bind_is_loopback(cfg->stats_addr)) {

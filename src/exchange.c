@@ -400,13 +400,6 @@ exchange_promote(struct exchange *ex)
 	dispatch_request(ex->priv.env->dispatch, &ex->priv.waiter, &t, DISPATCH_ANY);
 }
 
-const char *
-exchange_key(struct exchange *ex)
-{
-	choose_key(ex);
-	return ex->priv.key;
-}
-
 /* A request head goes to src, or to whichever connection dispatch finds. */
 static void
 dispatch_or_serve(struct exchange *ex, struct source *src, enum dispatch_how how)
@@ -1108,12 +1101,19 @@ push_buffered(struct exchange *ex, bool pipe_first, uint64_t *budget)
 	return 1;
 }
 
+/* What follows once everything read so far was sent. */
+enum drained {
+	DRAINED_PULL,        /* read more from the origin */
+	DRAINED_AGAIN,       /* its EOF was judged and framed something: send that first */
+	DRAINED_DONE,        /* the response is complete */
+	DRAINED_ENDED,       /* the exchange ended (an error was answered or the client cut) */
+};
+
 /*
  * Nothing is left to send now: the response is done, the origin's EOF has
- * to be judged, or a full buffer holds something undecidable. 1: go on
- * pulling, 0: done, -1: ended.
+ * to be judged, or a full buffer holds something undecidable.
  */
-static int
+static enum drained
 response_drained(struct exchange *ex, bool body_done)
 {
 	struct source *src = ex->priv.src;
@@ -1121,18 +1121,18 @@ response_drained(struct exchange *ex, bool body_done)
 	if (body_done)
 		ex->priv.resp = RESP_DONE;
 	if (ex->priv.resp == RESP_DONE)
-		return 0;
+		return DRAINED_DONE;
 	if (src->conn.eof)
-		return source_ended(ex) < 0 ? -1 : 2;
+		return source_ended(ex) < 0 ? DRAINED_ENDED : DRAINED_AGAIN;
 	if (src->in && !has_room(src->in)) {
 		/* Full and still undecided: a head or a framing line too long. */
 		if (ex->priv.resp == RESP_HEAD)
 			ex->priv.ops->reply(ex, 502, "response head too large", false);
 		else
 			ex->priv.ops->abort(ex, "chunk framing line too long");
-		return -1;
+		return DRAINED_ENDED;
 	}
-	return 1;
+	return DRAINED_PULL;
 }
 
 /*
@@ -1182,11 +1182,16 @@ pump_response(struct exchange *ex)
 			client_blocked = true;
 		}
 		if (!client_blocked) {
-			r = response_drained(ex, body_done);
-			if (r <= 0)
-				return r;
-			if (r == 2)
+			switch (response_drained(ex, body_done)) {
+			case DRAINED_DONE:
+				return 0;
+			case DRAINED_ENDED:
+				return -1;
+			case DRAINED_AGAIN:
 				continue;
+			case DRAINED_PULL:
+				break;
+			}
 		}
 		/*
 		 * The budget only stops reading: bytes already read are always

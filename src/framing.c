@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "kp/chars.h"
+
 /* Chunk sizes beyond this are nonsense and would overflow the counter. */
 #define FRAME_MAX_CHUNK ((uint64_t)1 << 60)
 
@@ -38,17 +40,6 @@ line_length(const char *p, size_t len)
 	return len >= FRAME_MAX_LINE ? -1 : 0;
 }
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /*
  * chunk-size [ BWS ; chunk-ext ] CRLF. Extensions are passed on, not
  * interpreted, so only their absence of control bytes is checked. Every line
@@ -65,9 +56,9 @@ parse_chunk_size(const char *p, size_t line_len, uint64_t *size)
 	if (end == 0 || p[end - 1] != '\r')
 		return -1;
 	end--;
-	if (end == 0 || hex_value(p[0]) < 0)
+	if (end == 0 || char_hex_value(p[0]) < 0)
 		return -1;
-	for (; i < end && (d = hex_value(p[i])) >= 0; i++) {
+	for (; i < end && (d = char_hex_value(p[i])) >= 0; i++) {
 		/* Checked before the shift, which could otherwise wrap around. */
 		if (v > FRAME_MAX_CHUNK >> 4)
 			return -1;

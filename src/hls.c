@@ -4,33 +4,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kp/chars.h"
+
 /* ---- characters ----------------------------------------------------------- */
-
-static bool
-is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return (unsigned)(c - '0');
-	return (unsigned)((c | 0x20) - 'a' + 10);
-}
-
-static bool
-is_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
 
 /* RFC 3986's characters of a path and a query: unreserved, sub-delims, ":@/?" and "%". */
 static bool
 is_uri_char(char c)
 {
-	return is_alnum(c) || (c && strchr("-._~!$&'()*+,;=:@/?%", c));
+	return char_is_alnum(c) || (c && strchr("-._~!$&'()*+,;=:@/?%", c));
 }
 
 /* Is s spelled as a player would send it, every "%" with its two hex digits? */
@@ -40,7 +22,7 @@ uri_chars_ok(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (!is_uri_char(s[i]))
 			return false;
-		if (s[i] == '%' && (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2])))
+		if (s[i] == '%' && (n - i < 3 || !char_is_hex(s[i + 1]) || !char_is_hex(s[i + 2])))
 			return false;
 	}
 	return true;
@@ -295,9 +277,9 @@ has_scheme(const char *ref, size_t n)
 {
 	size_t i = 0;
 
-	if (n == 0 || !((ref[0] | 0x20) >= 'a' && (ref[0] | 0x20) <= 'z'))
+	if (n == 0 || !char_is_alpha(ref[0]))
 		return false;
-	while (i < n && (is_alnum(ref[i]) || ref[i] == '+' || ref[i] == '-' || ref[i] == '.'))
+	while (i < n && (char_is_alnum(ref[i]) || ref[i] == '+' || ref[i] == '-' || ref[i] == '.'))
 		i++;
 	return i < n && ref[i] == ':';
 }
@@ -526,12 +508,6 @@ struct cmcd_read {
 	unsigned nor_seen, nrr_seen;
 };
 
-static bool
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /*
  * A key: a letter or "*", then letters, digits and "_-.*". Reserved keys
  * are lower case; custom ones are seen with capitals too.
@@ -539,15 +515,15 @@ is_ows(char c)
 static bool
 is_key_char(char c, bool first)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '*' ||
-	       (!first && ((c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'));
+	return char_is_alpha(c) || c == '*' ||
+	       (!first && (char_is_digit(c) || c == '_' || c == '-' || c == '.'));
 }
 
 /* Characters of a value without quotes: tokens, numbers, "?1". */
 static bool
 is_bare_char(char c)
 {
-	return is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~:/?", c));
+	return char_is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~:/?", c));
 }
 
 /*
@@ -601,9 +577,9 @@ percent_decode(const char *s, size_t n, char *out, size_t cap, size_t *out_len)
 		char c = s[i];
 
 		if (c == '%') {
-			if (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
+			if (n - i < 3 || !char_is_hex(s[i + 1]) || !char_is_hex(s[i + 2]))
 				return false;
-			c = (char)(hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
+			c = (char)(char_hex_value(s[i + 1]) << 4 | char_hex_value(s[i + 2]));
 			i += 2;
 		}
 		if (len == cap)
@@ -674,7 +650,7 @@ read_nrr(struct cmcd_read *r, const char **p, const char *end)
 static bool
 read_list(struct cmcd_read *r, const char *p, const char *end)
 {
-	while (p < end && is_ows(*p))
+	while (p < end && char_is_ows(*p))
 		p++;
 	if (p == end)
 		return true;
@@ -706,13 +682,13 @@ read_list(struct cmcd_read *r, const char *p, const char *end)
 					return false;
 			}
 		}
-		while (p < end && is_ows(*p))
+		while (p < end && char_is_ows(*p))
 			p++;
 		if (p == end)
 			return true;
 		if (*p++ != ',')
 			return false;
-		while (p < end && is_ows(*p))
+		while (p < end && char_is_ows(*p))
 			p++;
 	}
 }

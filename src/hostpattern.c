@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kp/chars.h"
+
 /* Length without one trailing dot: "example.com." names the same host. */
 static size_t
 name_len(const char *s)
@@ -51,8 +53,7 @@ host_pattern_problem(const char *p)
 
 		if (ch == '*')
 			return "'*' may only stand first, as in '*.example.com'";
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '-' || ch == '.' || ch == '_'))
+		if (!(char_is_alnum(ch) || ch == '-' || ch == '.' || ch == '_'))
 			return "not a host name, wildcard or IP address";
 		if (ch == '.' && (i == 0 || name[i - 1] == '.'))
 			return "empty label in the host name";

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "kp/auth.h"
+#include "kp/chars.h"
 
 #define VIA_NAME "keepalive-proxy"
 
@@ -48,13 +49,6 @@ on_status(llhttp_t *ll, const char *at, size_t len)
 	return 0;
 }
 
-static bool
-is_tchar(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 /*
  * llhttp hands a name or value over in pieces when it straddles two reads;
  * the pieces are contiguous in the message, so a piece either starts a new
@@ -96,7 +90,7 @@ on_header_field_complete(llhttp_t *ll)
 	if (f->name.len == 0)
 		goto bad;
 	for (uint32_t i = 0; i < f->name.len; i++)
-		if (!is_tchar(p->base[f->name.off + i]))
+		if (!char_is_tchar(p->base[f->name.off + i]))
 			goto bad;
 	p->in_name = false;
 	/* An empty value gets no callback; leave it pointing past the name. */
@@ -240,6 +234,15 @@ http_parse_head(struct http_parser *p, const char *base, size_t avail)
 	return HTTP_PARSE_MORE;
 }
 
+bool
+http_parse_held_head(llhttp_type_t type, const char *p, size_t len, size_t max,
+                     struct http_parser *ps, struct http_head *h)
+{
+	http_parser_init(ps, type, max, max);
+	http_parser_start(ps, h);
+	return p && http_parse_head(ps, p, len) == HTTP_PARSE_DONE;
+}
+
 const char *
 http_parser_error_text(const struct http_parser *p)
 {
@@ -266,12 +269,6 @@ http_span_is(const char *base, struct http_span s, const char *word)
 	return s.len == n && strncasecmp(base + s.off, word, n) == 0;
 }
 
-static bool
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /*
  * Counts the comma-separated tokens of s (OWS around them, empty members
  * skipped, RFC 9110 5.6.1) that are word, and those that are not.
@@ -287,13 +284,13 @@ list_count(const char *base, struct http_span s, const char *word, unsigned *sam
 	while (p < end) {
 		const char *tok, *tok_end;
 
-		while (p < end && (is_ows(*p) || *p == ','))
+		while (p < end && (char_is_ows(*p) || *p == ','))
 			p++;
 		tok = p;
 		while (p < end && *p != ',')
 			p++;
 		tok_end = p;
-		while (tok_end > tok && is_ows(tok_end[-1]))
+		while (tok_end > tok && char_is_ows(tok_end[-1]))
 			tok_end--;
 		if (tok_end == tok)
 			continue;
@@ -387,9 +384,9 @@ http_keep_alive_timeout(const struct http_head *h, const char *base)
 			bool digits = false;
 
 			if (strncasecmp(p, "timeout=", 8) != 0 ||
-			    (p > base + f->value.off && p[-1] != ',' && !is_ows(p[-1])))
+			    (p > base + f->value.off && p[-1] != ',' && !char_is_ows(p[-1])))
 				continue;
-			for (p += 8; p < end && *p >= '0' && *p <= '9'; p++) {
+			for (p += 8; p < end && char_is_digit(*p); p++) {
 				digits = true;
 				if (v < 1000000)
 					v = v * 10 + (*p - '0');
@@ -449,15 +446,13 @@ http_response_body_kind(const struct http_head *resp, uint8_t request_method)
 static bool
 is_reg_name_char(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '.' || c == '_' || c == '~';
+	return char_is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
 static bool
 is_ipv6_char(char c)
 {
-	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') || c == ':' ||
-	       c == '.';
+	return char_is_hex(c) || c == ':' || c == '.';
 }
 
 /* Decimal digits of v at p, no terminator (this runs per request: no printf). */

@@ -217,36 +217,55 @@ reader_of(struct conn *c)
 	return container_of(c, struct memsource, src.conn);
 }
 
-/* A slice's head, once the store holds enough to write it: 1 ready, 0 not yet, -1 never. */
+/*
+ * What the reader does next, as its owner said: read on, wait for more in
+ * the store or for the owner (parked), read again from where it was moved,
+ * or end (EOF, a reset). -1 with errno EAGAIN or ECONNRESET, 0 for EOF,
+ * 1 to read on.
+ */
 static int
-prepare(struct memsource *m)
+take_step(struct memsource *m, enum memsource_step step)
 {
-	int r;
-
-	if (m->prepared)
+	switch (step) {
+	case MEMSOURCE_READ:
+	case MEMSOURCE_MOVED:
 		return 1;
-	if (!m->store)
+	case MEMSOURCE_NOT_YET:
+		/* A store that can no longer grow will never hold more. */
+		if (m->store->state == MEMSTORE_OPEN) {
+			m->tried_at = m->store->len;
+			errno = EAGAIN;
+			return -1;
+		}
+		errno = ECONNRESET;
 		return -1;
-	r = m->prepare(m);
-	if (r > 0)
-		m->prepared = true;
-	else if (r == 0)
-		m->tried_at = m->store->len;
-	return r;
+	case MEMSOURCE_WAIT:
+		memsource_park(m);
+		errno = EAGAIN;
+		return -1;
+	case MEMSOURCE_END:
+		return 0;
+	case MEMSOURCE_CUT:
+		break;
+	}
+	errno = ECONNRESET;
+	return -1;
 }
 
-/* A chained reader's owner says what follows (memsource.more): EAGAIN, EOF or a reset. */
-static ssize_t
-ask_more(struct memsource *m, bool *moved)
+/* A slice's head, once the store holds enough to write it (prepare: READ). */
+static enum memsource_step
+prepare(struct memsource *m)
 {
-	int r = m->more(m);
+	enum memsource_step step;
 
-	*moved = r == 1;
-	if (r == 0)
-		errno = EAGAIN;
-	else if (r < -1)
-		errno = ECONNRESET;
-	return r == -1 ? 0 : -1;
+	if (m->prepared)
+		return MEMSOURCE_READ;
+	if (!m->store)
+		return MEMSOURCE_CUT;
+	step = m->prepare(m);
+	if (step == MEMSOURCE_READ)
+		m->prepared = true;
+	return step;
 }
 
 static ssize_t
@@ -255,24 +274,19 @@ reader_recv(struct conn *c, void *p, size_t len)
 	struct memsource *m = reader_of(c);
 
 	for (;;) {
-		bool moved = false;
+		enum memsource_step step;
 		size_t n;
-		int ready;
-		ssize_t r;
+		int r;
 
 		if (m->parked) {
 			errno = EAGAIN;
 			return -1;
 		}
-		ready = prepare(m);
-		if (ready < 0 && m->more) {
-			if ((r = ask_more(m, &moved)) >= 0 || !moved)
+		step = prepare(m);
+		if (step != MEMSOURCE_READ) {
+			if ((r = take_step(m, step)) <= 0)
 				return r;
-			continue;
-		}
-		if (ready <= 0) {
-			errno = ready < 0 || m->store->state != MEMSTORE_OPEN ? ECONNRESET : EAGAIN;
-			return -1;
+			continue;   /* moved: prepare what it reads now */
 		}
 		if (m->prefix && buf_len(m->prefix)) {
 			n = buf_len(m->prefix) < len ? buf_len(m->prefix) : len;
@@ -286,7 +300,8 @@ reader_recv(struct conn *c, void *p, size_t len)
 			bool cut = !m->store || m->store->state == MEMSTORE_FAILED;
 
 			if (m->more && (at_end || cut)) {
-				if ((r = ask_more(m, &moved)) >= 0 || !moved)
+				step = m->more(m, at_end ? WINDOW_READ : WINDOW_FAILED);
+				if ((r = take_step(m, step)) <= 0)
 					return r;
 				continue;
 			}
@@ -411,7 +426,8 @@ memsource_open(struct memsource *m, struct memstore *s)
 }
 
 void
-memsource_move(struct memsource *m, struct memstore *s, int (*prepare_fn)(struct memsource *m))
+memsource_move(struct memsource *m, struct memstore *s,
+               enum memsource_step (*prepare_fn)(struct memsource *m))
 {
 	reader_release(&m->src.conn);
 	m->store = s;
@@ -439,7 +455,7 @@ memsource_wake(struct memsource *m)
 
 void
 memsource_open_slice(struct memsource *m, struct memstore *s,
-                     int (*prepare_fn)(struct memsource *m))
+                     enum memsource_step (*prepare_fn)(struct memsource *m))
 {
 	memsource_open(m, s);
 	m->prepare = prepare_fn;

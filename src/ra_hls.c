@@ -43,6 +43,7 @@ struct ra_playlist {
 struct ra_hls {
 	const struct proxy_env *env;
 	struct ra_store *st;
+	struct ra_fetcher *fe;           /* the memory playlists count in */
 	struct kp_list playlists;        /* most recently used first */
 	unsigned nplaylists;
 	/* One request's scratch, kept off the stack: a CMCD hint and the path it names. */
@@ -54,7 +55,7 @@ static void
 held_free(struct ra_hls *h, struct held_playlist *p)
 {
 	kp_list_unlink(&p->link);
-	ra_store_discharge(h->st, &p->key, p->charged);
+	ra_memory_discharge(h->fe, &p->key, p->charged);
 	hls_free(p->pl);
 	free(p);
 	h->nplaylists--;
@@ -66,7 +67,7 @@ playlist_free(struct ra_playlist *p)
 {
 	/* 0: what it counted was handed over to the playlist held from it. */
 	if (p->charged)
-		ra_store_discharge(p->h->st, &p->key, p->charged);
+		ra_memory_discharge(p->h->fe, &p->key, p->charged);
 	free(p);
 }
 
@@ -105,19 +106,20 @@ fetch_segment(struct ra_hls *h, const struct ra_ask *ask, const struct http_head
 		.range = seg->has_range, .first = seg->range.first, .last = seg->range.last,
 	};
 	struct ra_key key;
-	struct ra_fetch f = {.ask = ask, .key = &key, .range = seg->range, .whole = !seg->has_range};
+	struct ra_ahead a = {.fetch = {.ask = ask, .range = seg->range, .whole = !seg->has_range},
+	                     .key = &key};
 
 	ra_key_make(&key, ask, seg->path, seg->path_len);
 	if (ra_store_has(h->st, &key, seg->has_range ? &seg->range : NULL))
 		return true;
 	if (seg->has_range) {
-		f.expect = seg->range.last - seg->range.first + 1;
-		f.charge = ra_charge_range(h->env->cfg, f.expect);
+		a.fetch.expect = seg->range.last - seg->range.first + 1;
+		a.fetch.charge = ra_charge_range(h->env->cfg, a.fetch.expect);
 	} else {
-		f.expect = expect;
-		f.charge = charge;
+		a.fetch.expect = expect;
+		a.fetch.charge = charge;
 	}
-	return ra_fetch_request(&f, req, base, &edit) && ra_store_fetch(h->st, &f);
+	return ra_fetch_request(&a.fetch, req, base, &edit) && ra_store_fetch(h->st, &a);
 }
 
 /*
@@ -216,7 +218,7 @@ predict_segments(struct ra_hls *h, const struct ra_ask *ask, const struct http_h
 	ra_store_note_rtt(h->st, &key, rtt);
 	known = ra_store_path(h->st, &key);
 	if (known.rate <= 0) {
-		struct ra_path client = ra_store_client_path(h->st, &key);
+		struct ra_path client = ra_memory_client_path(h->fe, &key);
 
 		if (client.rate > 0 || client.rtt > 0)
 			known = client;
@@ -269,10 +271,10 @@ ra_hls_open(struct ra_hls *h, const struct ra_ask *ask, const struct http_head *
 	ra_key_make(&key, ask, path, path_len);
 	/* Room for the whole text from the start, counted in the client's share till it ends. */
 	size = sizeof(*p) + (size_t)resp->content_length + path_len + request_len;
-	if (path_len > RA_KEY_PATH_MAX || !ra_store_charge(h->st, &key, ra_key_kept_size(&key, size)))
+	if (path_len > RA_KEY_PATH_MAX || !ra_memory_charge(h->fe, &key, ra_key_kept_size(&key, size)))
 		return NULL;
 	if (!(p = ra_key_keep(&key, size, offsetof(struct ra_playlist, key)))) {
-		ra_store_discharge(h->st, &key, ra_key_kept_size(&key, size));
+		ra_memory_discharge(h->fe, &key, ra_key_kept_size(&key, size));
 		return NULL;
 	}
 	p->charged = ra_key_kept_size(&key, size);
@@ -317,12 +319,11 @@ start_vod(struct ra_hls *h, const struct ra_ask *ask, const struct ra_playlist *
 	const struct kp_config *cfg = h->env->cfg;
 	struct http_parser ps;
 	struct http_head req;
-	struct ra_path known = ra_store_client_path(h->st, &p->key);
+	struct ra_path known = ra_memory_client_path(h->fe, &p->key);
 	unsigned depth = ra_depth(&known, 0, cfg->read_ahead_depth);
 
-	http_parser_init(&ps, HTTP_REQUEST, cfg->max_header_bytes, cfg->max_header_bytes);
-	http_parser_start(&ps, &req);
-	if (http_parse_head(&ps, p->request, p->request_len) != HTTP_PARSE_DONE)
+	if (!http_parse_held_head(HTTP_REQUEST, p->request, p->request_len, cfg->max_header_bytes,
+	                          &ps, &req))
 		return;
 	for (size_t i = 0; i < pl->nsegments && i < depth; i++)
 		if (!pl->segments[i].path ||
@@ -359,16 +360,16 @@ ra_hls_close(struct ra_playlist *p, const struct ra_ask *ask, bool complete)
 		evict_oldest(h);
 	}
 	/* What is held of the text is counted instead of it. */
-	ra_store_discharge(h->st, &p->key, p->charged);
+	ra_memory_discharge(h->fe, &p->key, p->charged);
 	p->charged = 0;
 	charged = ra_key_kept_size(&p->key, sizeof(*held)) + pl->bytes;
-	if (!ra_store_charge(h->st, &p->key, charged)) {
+	if (!ra_memory_charge(h->fe, &p->key, charged)) {
 		hls_free(pl);
 		playlist_free(p);
 		return;
 	}
 	if (!(held = ra_key_keep(&p->key, sizeof(*held), offsetof(struct held_playlist, key)))) {
-		ra_store_discharge(h->st, &p->key, charged);
+		ra_memory_discharge(h->fe, &p->key, charged);
 		hls_free(pl);
 		playlist_free(p);
 		return;
@@ -395,7 +396,7 @@ ra_hls_sweep(struct ra_hls *h, ev_tstamp now)
 }
 
 struct ra_hls *
-ra_hls_new(const struct proxy_env *env, struct ra_store *st)
+ra_hls_new(const struct proxy_env *env, struct ra_store *st, struct ra_fetcher *fe)
 {
 	struct ra_hls *h = calloc(1, sizeof(*h));
 
@@ -404,6 +405,7 @@ ra_hls_new(const struct proxy_env *env, struct ra_store *st)
 	kp_list_init(&h->playlists);
 	h->env = env;
 	h->st = st;
+	h->fe = fe;
 	return h;
 }
 

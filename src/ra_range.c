@@ -12,9 +12,6 @@
 #include "kp/stats.h"
 #include "kp/table.h"
 
-/* An object's ETag and Last-Modified, as a series remembers them. */
-#define IDENTITY_MAX 512
-
 /* One client's reading of one object, in ranges. */
 struct ra_series {
 	struct table_node node;          /* in r->series, by key */
@@ -24,9 +21,7 @@ struct ra_series {
 	unsigned pieces;                 /* pieces answered */
 	bool uniform;                    /* every piece answered so far had one length */
 	bool stopped;                    /* a piece was refused: nothing more is predicted */
-	bool has_identity;
-	struct object_identity id;       /* of the last piece answered; spans into id_text */
-	char id_text[IDENTITY_MAX];
+	struct kept_identity identity;   /* of the last piece answered */
 	ev_tstamp used;                  /* last answered */
 	size_t charged;                  /* its record, counted in its client's share */
 };
@@ -34,6 +29,7 @@ struct ra_series {
 struct ra_range {
 	const struct proxy_env *env;
 	struct ra_store *st;
+	struct ra_fetcher *fe;           /* the memory series count in */
 	struct table series;
 };
 
@@ -57,10 +53,10 @@ series_get(struct ra_range *r, const struct ra_key *k)
 
 	if (n)
 		return container_of(n, struct ra_series, node);
-	if (k->path_len > RA_KEY_PATH_MAX || !ra_store_charge(r->st, k, size))
+	if (k->path_len > RA_KEY_PATH_MAX || !ra_memory_charge(r->fe, k, size))
 		return NULL;
 	if (!(s = ra_key_keep(k, sizeof(*s), offsetof(struct ra_series, key)))) {
-		ra_store_discharge(r->st, k, size);
+		ra_memory_discharge(r->fe, k, size);
 		return NULL;
 	}
 	s->uniform = true;
@@ -73,7 +69,7 @@ static void
 series_free(struct ra_range *r, struct ra_series *s)
 {
 	table_remove(&r->series, &s->node);
-	ra_store_discharge(r->st, &s->key, s->charged);
+	ra_memory_discharge(r->fe, &s->key, s->charged);
 	free(s);
 }
 
@@ -86,16 +82,6 @@ series_stop(struct ra_range *r, struct ra_series *s)
 		          (int)s->key.path_len, s->key.path);
 	s->stopped = true;
 	ra_store_drop(r->st, &s->key, RA_DROP_HELD);
-}
-
-/* Remembers the identity of the piece just answered, copying its text. */
-static bool
-keep_identity(struct ra_series *s, const struct object_identity *id, const char *base)
-{
-	if (!ranges_identity_copy(&s->id, s->id_text, sizeof(s->id_text), id, base))
-		return false;
-	s->has_identity = true;
-	return true;
 }
 
 /*
@@ -115,13 +101,14 @@ fetch_next(struct ra_range *r, struct ra_series *s, const struct ra_ask *ask,
 	struct http_head_edit edit = {
 		.drop = drop, .range = true, .first = next->first, .last = next->last,
 	};
-	struct ra_fetch f = {
-		.ask = ask, .key = &s->key, .range = *next, .to_end = next->last == complete - 1,
-		.expect = length, .identity = &s->id, .identity_base = s->id_text,
+	struct ra_ahead a = {
+		.fetch = {.ask = ask, .range = *next, .expect = length,
+		          .charge = ra_charge_range(r->env->cfg, length)},
+		.key = &s->key, .to_end = next->last == complete - 1,
+		.identity = &s->identity.id, .identity_base = s->identity.text,
 	};
 
-	f.charge = ra_charge_range(r->env->cfg, length);
-	return ra_fetch_request(&f, req, base, &edit) && ra_store_fetch(r->st, &f);
+	return ra_fetch_request(&a.fetch, req, base, &edit) && ra_store_fetch(r->st, &a);
 }
 
 void
@@ -151,14 +138,14 @@ ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct http_h
 	if (ra_store_take_refusal(r->st, &s->key))
 		series_stop(r, s);
 	/* Another object at the same URL: what is held belongs to the old one. */
-	if (s->has_identity && !ranges_same_object(&s->id, s->id_text, &id, rbase)) {
+	if (s->identity.known && !ranges_same_object(&s->identity.id, s->identity.text, &id, rbase)) {
 		ra_store_drop(r->st, &s->key, RA_DROP_HELD);
 		s->stopped = false;
 		s->largest = s->last_length = 0;
 		s->pieces = 0;
 		s->uniform = true;
 	}
-	if (!keep_identity(s, &id, rbase) || s->stopped)
+	if (!ranges_identity_keep(&s->identity, &id, rbase) || s->stopped)
 		return;
 	length = got.last - got.first + 1;
 	if (s->last_length && length != s->last_length && got.last != complete - 1)
@@ -177,7 +164,7 @@ ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct http_h
 	path = ra_store_path(r->st, &s->key);
 	depth = s->uniform ? ra_depth(&path, length, cfg->read_ahead_depth) : 1;
 	for (unsigned i = 0; i < depth; i++) {
-		if (!ranges_next(&from, complete, margin, cfg->read_ahead_memory / 2, &next))
+		if (!ranges_next(&from, complete, margin, cfg->fetch_memory / 2, &next))
 			break;
 		/* Shorter than the piece before, short of the end: the client would miss it. */
 		if (next.last - next.first + 1 < length && next.last != complete - 1) {
@@ -214,7 +201,7 @@ ra_range_sweep(struct ra_range *r, ev_tstamp now)
 }
 
 struct ra_range *
-ra_range_new(const struct proxy_env *env, struct ra_store *st)
+ra_range_new(const struct proxy_env *env, struct ra_store *st, struct ra_fetcher *fe)
 {
 	struct ra_range *r = calloc(1, sizeof(*r));
 
@@ -226,6 +213,7 @@ ra_range_new(const struct proxy_env *env, struct ra_store *st)
 	}
 	r->env = env;
 	r->st = st;
+	r->fe = fe;
 	return r;
 }
 
@@ -235,7 +223,7 @@ free_series(struct table_node *n, void *arg)
 	struct ra_series *s = container_of(n, struct ra_series, node);
 	struct ra_range *r = arg;
 
-	ra_store_discharge(r->st, &s->key, s->charged);
+	ra_memory_discharge(r->fe, &s->key, s->charged);
 	free(s);
 }
 

@@ -11,26 +11,12 @@
 #include "kp/hostpattern.h"
 #include "kp/log.h"
 #include "kp/memconn.h"
+#include "kp/ra_origins.h"
 #include "kp/ranges.h"
 #include "kp/stats.h"
-#include "kp/table.h"
 
 /* Resumes of one piece in a row without a byte of progress, before the client is cut off. */
 #define RESUMES_MAX 5
-/* How long a host that refused a second connection gets only one. */
-#define BACKOFF_SECONDS 600.0
-/* Hosts remembered as backed off, or as answering ranges; the oldest entry gives way. */
-#define HOSTS_REMEMBERED 32
-/* URLs remembered as answering a bounded Range with the whole object; the oldest gives way. */
-#define URLS_REMEMBERED 64
-/*
- * A host is taken to answer no ranges at all once this many of its URLs
- * answered whole, and none of them with a 206, within NO_RANGES_SECONDS: a
- * client asking for one URL says nothing of the host's others.
- */
-#define WHOLE_URLS_FOR_HOST 3
-/* How long a URL that answered a bounded Range with the whole object is not asked again. */
-#define NO_RANGES_SECONDS 600.0
 /* Pieces of one download between the one read and the last asked for. */
 #define PIECES_MAX 8
 /* The first pieces of a download on several connections are no shorter than this. */
@@ -52,38 +38,17 @@
 /* How soon a download that found no memory for its next piece tries again. */
 #define THROTTLE_RETRY 0.05
 
-/* Each note has a table of its own, so that hosts noted for one never push out the other. */
-enum host_note {
-	HOST_BACKED_OFF,   /* refused more than one connection: one for a while */
-	HOST_RANGED,       /* answered a bounded Range with a 206 lately */
-	HOST_NOTES,
-};
-
-struct host_memo {
-	char host[272];                /* host:port, the pool key */
-	ev_tstamp until;               /* 0: slot free */
-};
-
-/* A URL that answered a bounded Range with the whole object: not split for a while. */
-struct url_memo {
-	char host[272];
-	uint32_t path_hash;            /* table_hash_more of the path */
-	ev_tstamp until;               /* 0: slot free */
-};
-
 struct ra_split {
 	const struct proxy_env *env;
-	struct ra_store *st;
-	struct host_memo hosts[HOST_NOTES][HOSTS_REMEMBERED];
-	struct url_memo urls[URLS_REMEMBERED];
-	unsigned downloads;   /* running now */
+	struct ra_fetcher *fe;
+	struct ra_origins origins;    /* what hosts and URLs did with ranges and connections */
+	unsigned downloads;           /* running now */
 };
 
 /* One piece of a download's series, in the order the client reads them. */
 struct slot {
-	struct ra_piece *p;
-	uint64_t first, last;   /* the object's bytes asked for */
-	bool if_range;          /* asked with If-Range (the validator was known) */
+	struct ra_piece *p;           /* NULL: asked again, no room yet (the retry timer asks) */
+	uint64_t first, last;         /* the object's bytes asked for */
 };
 
 enum download_state {
@@ -100,7 +65,6 @@ struct download {
 	struct http_target target;
 	char dispatch_key[DISPATCH_KEY_MAX];
 	struct ra_ask ask;
-	struct ra_key key;
 	struct buf *request;           /* the proxy's request for the object, as sent without us */
 	bool client_ranged;            /* the client asked with a Range: it gets a 206 */
 	uint64_t want_first, want_last;   /* the client's bytes; want_last UINT64_MAX until known */
@@ -117,13 +81,10 @@ struct download {
 	size_t window_at;              /* ... and the offset in the piece's memory it is at */
 	unsigned pieces_asked;
 	unsigned resumes, resumes_in_a_row;
-	bool mismatch;                 /* a piece was of another version, or not as asked */
-	bool waiting;                  /* the reader waits for the next piece to be asked */
-	bool dropped_now;              /* a piece was dropped in this loop iteration */
-	bool refused;                  /* a piece was refused by status on more than one connection */
 	struct clock_timer retry;      /* memory ran out: try the next piece again shortly */
 	char word[32];                 /* what the access log calls it */
-	char path[];                   /* the key's path, copied */
+	size_t path_len;
+	char path[];                   /* the object's path, copied */
 };
 
 static const struct kp_config *
@@ -132,105 +93,19 @@ cfg_of(const struct download *d)
 	return d->sp->env->cfg;
 }
 
-/* ---- hosts remembered ------------------------------------------------------ */
-
-static struct host_memo *
-memo_find(const struct ra_split *sp, const char *host, enum host_note note)
-{
-	ev_tstamp now = clock_now(sp->env->clock);
-
-	for (unsigned i = 0; i < HOSTS_REMEMBERED; i++) {
-		const struct host_memo *h = &sp->hosts[note][i];
-
-		if (h->until > now && strcmp(h->host, host) == 0)
-			return (struct host_memo *)h;
-	}
-	return NULL;
-}
-
-/* Remembers host as note for seconds; true when it was not already. */
 static bool
-memo_note(struct ra_split *sp, const char *host, enum host_note note, double seconds)
-{
-	ev_tstamp now = clock_now(sp->env->clock);
-	struct host_memo *h = memo_find(sp, host, note), *oldest = &sp->hosts[note][0];
-	bool fresh = h == NULL;
-
-	if (!h) {
-		for (unsigned i = 0; i < HOSTS_REMEMBERED; i++)
-			if (sp->hosts[note][i].until < oldest->until)
-				oldest = &sp->hosts[note][i];
-		h = oldest;
-		snprintf(h->host, sizeof(h->host), "%s", host);
-	}
-	h->until = now + seconds;
-	return fresh;
-}
-
-static uint32_t
-path_hash(const char *path, size_t len)
-{
-	return table_hash_more(TABLE_HASH_START, path, len);
-}
-
-/* Remembers that host's path answered a bounded Range whole, for NO_RANGES_SECONDS. */
-static void
-url_note(struct ra_split *sp, const char *host, const char *path, size_t len)
-{
-	ev_tstamp now = clock_now(sp->env->clock);
-	uint32_t hash = path_hash(path, len);
-	struct url_memo *u = &sp->urls[0];
-
-	for (unsigned i = 0; i < URLS_REMEMBERED; i++) {
-		struct url_memo *o = &sp->urls[i];
-
-		if (o->until > now && o->path_hash == hash && strcmp(o->host, host) == 0) {
-			u = o;
-			break;
-		}
-		if (o->until < u->until)
-			u = o;
-	}
-	snprintf(u->host, sizeof(u->host), "%s", host);
-	u->path_hash = hash;
-	u->until = now + NO_RANGES_SECONDS;
-}
-
-/*
- * Does this URL answer ranges whole, as far as is remembered: it did
- * itself, or WHOLE_URLS_FOR_HOST of its host's did and none answered a 206?
- */
-static bool
-answers_whole(const struct ra_split *sp, const char *host, const char *path, size_t len)
-{
-	ev_tstamp now = clock_now(sp->env->clock);
-	uint32_t hash = path_hash(path, len);
-	unsigned urls = 0;
-
-	for (unsigned i = 0; i < URLS_REMEMBERED; i++) {
-		const struct url_memo *u = &sp->urls[i];
-
-		if (u->until <= now || strcmp(u->host, host) != 0)
-			continue;
-		if (u->path_hash == hash)
-			return true;
-		urls++;
-	}
-	return urls >= WHOLE_URLS_FOR_HOST && !memo_find(sp, host, HOST_RANGED);
-}
-
-bool
-ra_split_listed(const struct ra_split *sp, const struct http_target *target)
+listed(const struct ra_split *sp, const struct http_target *target)
 {
 	const struct kp_config *cfg = sp->env->cfg;
 
 	return cfg->nsplit && host_patterns_match(cfg->split, cfg->nsplit, target->host);
 }
 
-unsigned
-ra_split_connections(const struct ra_split *sp, const struct http_target *target)
+/* The connections one download from target may use: one for a host backed off. */
+static unsigned
+connections_for(const struct ra_split *sp, const struct http_target *target)
 {
-	if (!ra_split_listed(sp, target) || memo_find(sp, target->key, HOST_BACKED_OFF))
+	if (ra_origins_noted(&sp->origins, target->key, HOST_BACKED_OFF))
 		return 1;
 	return sp->env->cfg->split_connections;
 }
@@ -254,8 +129,6 @@ in_flight(struct download *d)
 	return n;
 }
 
-static void piece_ended(void *arg, struct ra_piece *p);
-
 static double
 piece_stall(const struct kp_config *cfg)
 {
@@ -264,6 +137,19 @@ piece_stall(const struct kp_config *cfg)
 
 	return client / STALL_SHARE < STALL_MAX ? client / STALL_SHARE : STALL_MAX;
 }
+
+static void pump(struct download *d);
+
+/* A piece's fetch ended, whole or not: a connection is free for the next. */
+static void
+piece_ended(void *arg, struct ra_piece *p, enum ra_fetch_end why)
+{
+	(void)p;
+	(void)why;
+	pump(arg);
+}
+
+static const struct ra_piece_owner piece_owner = {.ended = piece_ended};
 
 /*
  * Asks for the object's bytes first..last: the proxy's request for the
@@ -278,8 +164,9 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 	const struct kp_config *cfg = cfg_of(d);
 	struct http_head_edit edit = {.drop = drop, .range = true, .first = first, .last = last};
 	struct ra_fetch f = {
-		.ask = &d->ask, .key = &d->key, .range = {first, last}, .expect = last - first + 1,
-		.may_connect = may_connect, .stall = piece_stall(cfg),
+		.ask = &d->ask, .range = {first, last}, .expect = last - first + 1,
+		.charge = ra_charge_range(cfg, last - first + 1), .may_connect = may_connect,
+		.stall = piece_stall(cfg), .owner = &piece_owner, .owner_arg = d,
 	};
 	struct http_parser ps;
 	struct http_head req;
@@ -289,13 +176,11 @@ fetch_piece(struct download *d, uint64_t first, uint64_t last, bool may_connect)
 		edit.if_range = d->validator;
 		edit.if_range_len = d->validator_len;
 	}
-	f.charge = ra_charge_range(cfg, f.expect);
-	http_parser_init(&ps, HTTP_REQUEST, cfg->max_header_bytes, cfg->max_header_bytes);
-	http_parser_start(&ps, &req);
 	if (!f.charge ||
-	    http_parse_head(&ps, buf_head(d->request), buf_len(d->request)) != HTTP_PARSE_DONE ||
+	    !http_parse_held_head(HTTP_REQUEST, buf_head(d->request), buf_len(d->request),
+	                          cfg->max_header_bytes, &ps, &req) ||
 	    !ra_fetch_request(&f, &req, buf_head(d->request), &edit) ||
-	    !(p = ra_store_fetch_owned(d->sp->st, &f, piece_ended, d)))
+	    !(p = ra_fetch_start(d->sp->fe, &f, NULL)))
 		return NULL;
 	kp_stats.split_pieces++;
 	d->pieces_asked++;
@@ -326,7 +211,7 @@ next_length(const struct download *d)
 {
 	const struct kp_config *cfg = cfg_of(d);
 	uint64_t size = cfg->split_size;
-	uint64_t share = cfg->read_ahead_memory / 2 / pieces_ahead(d);
+	uint64_t share = cfg->fetch_memory / 2 / pieces_ahead(d);
 	/* Each piece is charged room for its answer's head, its record and its request too. */
 	uint64_t head = ra_charge_range(cfg, 0) + ra_piece_footprint(buf_len(d->request) +
 	                                                              PIECE_FIELDS_ROOM);
@@ -345,7 +230,7 @@ next_length(const struct download *d)
 	return size;
 }
 
-/* Asks for the next piece; false when there is none to ask, or no room. */
+/* Asks for the next piece; false when there is none to ask, or no room (the retry timer asks). */
 static bool
 ask_next(struct download *d)
 {
@@ -365,17 +250,13 @@ ask_next(struct download *d)
 	if (last > d->want_last || last < first)
 		last = d->want_last;
 	if (!(p = fetch_piece(d, first, last, may_connect))) {
-		/*
-		 * No room now. A piece this download just dropped is freed at the
-		 * end of this loop iteration: try again in the next one then;
-		 * otherwise, shortly, while other clients' pieces go.
-		 */
+		/* No room now: shortly, while other clients' pieces go. */
 		if (!clock_timer_armed(&d->retry))
-			clock_timer_start(&d->retry, d->dropped_now ? 0 : THROTTLE_RETRY);
+			clock_timer_start(&d->retry, THROTTLE_RETRY);
 		return false;
 	}
 	s = slot_at(d, d->count++);
-	*s = (struct slot){.p = p, .first = first, .last = last, .if_range = d->validator_len > 0};
+	*s = (struct slot){.p = p, .first = first, .last = last};
 	d->next_first = last + 1;
 	return true;
 }
@@ -383,7 +264,7 @@ ask_next(struct download *d)
 /*
  * Keeps the download going: pieces asked for, up to one per connection in
  * flight, and one more waiting behind on one connection, as memory allows
- * (the store's shares: a slow reader holds its pieces, and so slows this).
+ * (the client's share: a slow reader holds its pieces, and so slows this).
  */
 static void
 pump(struct download *d)
@@ -404,51 +285,33 @@ pump(struct download *d)
 		d->most_in_flight = n;
 }
 
-static void read_piece(struct download *d, struct ra_piece *p, uint64_t first);
-static int resume(struct download *d, uint64_t from);
-
+/* Lets go of the last piece asked: it is asked again, from its start, as its turn comes. */
 static void
-retry_cb(struct clock_timer *t)
+drop_last(struct download *d)
 {
-	struct download *d = container_of(t, struct download, retry);
+	struct slot *last = slot_at(d, d->count - 1);
 
-	/* A resume that found no memory comes first: the client waits for it. */
-	if (d->waiting && d->count && !slot_at(d, 0)->p) {
-		if (resume(d, slot_at(d, 0)->first) == 1) {
-			d->waiting = false;
-			memsource_wake(&d->m);
-		}
-		return;
-	}
-	pump(d);
-	/* The reader may be waiting for exactly this piece. */
-	if (d->waiting && d->count) {
-		d->waiting = false;
-		read_piece(d, slot_at(d, 0)->p, slot_at(d, 0)->first);
-		memsource_wake(&d->m);
-	}
+	d->next_first = last->first;
+	if (last->p)
+		ra_piece_drop_for_next(last->p);
+	last->p = NULL;
+	d->count--;
 }
 
-/* A piece's fetch ended, whole or not: a connection is free for the next. */
+/* Lets go of the piece read now: the reader goes on with the next. */
 static void
-piece_ended(void *arg, struct ra_piece *p)
+pop_piece(struct download *d)
 {
-	struct download *d = arg;
+	struct slot *s = slot_at(d, 0);
 
-	(void)p;
-	pump(d);
+	if (s->p)
+		ra_piece_drop_for_next(s->p);
+	s->p = NULL;
+	d->head = (d->head + 1) % PIECES_MAX;
+	d->count--;
 }
 
 /* ---- heads ------------------------------------------------------------------ */
-
-static bool
-parse_response(const struct memstore *mem, size_t max, struct http_parser *ps,
-               struct http_head *h)
-{
-	http_parser_init(ps, HTTP_RESPONSE, max, max);
-	http_parser_start(ps, h);
-	return mem->data && http_parse_head(ps, mem->data, mem->len) == HTTP_PARSE_DONE;
-}
 
 /* Content-Encoding absent or identity only, and no Cache-Control: no-transform. */
 static bool
@@ -487,91 +350,195 @@ refuses_connections(int status)
 	return status == 401 || status == 403 || status == 429 || status == 503;
 }
 
-/* Not done with a first piece that cannot be split: the origin answers the client itself. */
-static int
-not_split(struct download *d, const char *why)
+/*
+ * The piece's answer head, once whole in the store m reads: READ with h
+ * set, NOT_YET while more may come, CUT when it never will (malformed, or
+ * the fetch ended without one).
+ */
+static enum memsource_step
+piece_head(const struct download *d, struct memsource *m, struct http_head *h)
 {
-	log_debug("split %s%.*s: %s; the origin answers", d->target.key, (int)d->key.path_len,
-	          d->key.path, why);
+	struct http_parser ps;
+
+	if (http_parse_held_head(HTTP_RESPONSE, m->store->data, m->store->len,
+	                         cfg_of(d)->max_header_bytes, &ps, h))
+		return MEMSOURCE_READ;
+	return m->store->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? MEMSOURCE_NOT_YET
+	                                                                    : MEMSOURCE_CUT;
+}
+
+static enum memsource_step resume(struct download *d, uint64_t from);
+
+/*
+ * More than one connection was refused: one from now on, for this host a
+ * while, and the others closed before anything is asked again, since the
+ * origin counts them open until they are. The piece read now is asked
+ * again on the one left.
+ */
+static enum memsource_step
+back_off(struct download *d)
+{
+	if (ra_origins_note(&d->sp->origins, d->target.key, HOST_BACKED_OFF, BACKOFF_SECONDS))
+		log_info("split %s: the origin refused a second connection; one for %g s",
+		         d->target.key, BACKOFF_SECONDS);
+	kp_stats.split_backoffs++;
+	d->connections = 1;
+	/*
+	 * What else is on its way was asked on the connections refused: asked
+	 * again as it comes. A fetch still going ends with its connection.
+	 */
+	while (d->count > 1)
+		drop_last(d);
+	/* The client's key is the fetches' too: one composer makes both (dispatch_key_compose). */
+	dispatch_shrink_host(d->sp->env->dispatch, d->dispatch_key, 1);
+	return resume(d, slot_at(d, 0)->first);
+}
+
+/* ---- the first piece: split or not ------------------------------------------- */
+
+/* What the first piece's head says of splitting the download. */
+enum first_verdict {
+	FIRST_SPLIT,          /* a 206 of the range asked, with what splitting needs */
+	FIRST_REFUSED,        /* a refusal of one connection too many: back off */
+	FIRST_WHOLE,          /* a 200 for a bounded range: this URL serves no ranges */
+	FIRST_ENCODED_WHOLE,  /* a 200 for an encoded answer: says nothing of the URL's ranges */
+	FIRST_NOT_AS_ASKED,   /* another status, or another range */
+	FIRST_NO_VALIDATOR,   /* nothing If-Range may carry */
+	FIRST_ENCODED,        /* an encoding, or no-transform */
+};
+
+static const char *const first_declined[] = {
+	[FIRST_WHOLE] = "the origin answered a range with the whole object",
+	[FIRST_ENCODED_WHOLE] = "the origin answered a range with the whole object",
+	[FIRST_NOT_AS_ASKED] = "the origin did not answer with the range asked",
+	[FIRST_NO_VALIDATOR] = "no validator to ask for the rest with (If-Range)",
+	[FIRST_ENCODED] = "an encoding or no-transform",
+};
+
+/*
+ * The verdict on the first piece's head h (spans into base), asked as s:
+ * split only as a 206 with a complete length, a validator for If-Range,
+ * bytes as stored, and the range as asked (got and complete are set then).
+ */
+static enum first_verdict
+judge_first(const struct download *d, const struct slot *s, const struct http_head *h,
+            const char *base, struct byte_range *got, uint64_t *complete)
+{
+	struct http_span v;
+
+	/* nginx's gzip drops a Range: such a 200 says nothing of the URL's other answers. */
+	if (h->status == 200)
+		return bytes_as_stored(h, base) ? FIRST_WHOLE : FIRST_ENCODED_WHOLE;
+	if (refuses_connections(h->status) && d->connections > 1)
+		return FIRST_REFUSED;
+	if (h->status != 206 || !ranges_answered(h, base, got, complete) ||
+	    got->first != s->first || got->last > s->last ||
+	    (got->last < s->last && got->last != *complete - 1))
+		return FIRST_NOT_AS_ASKED;
+	if (!ranges_if_range(h, base, &v) || v.len > VALIDATOR_MAX)
+		return FIRST_NO_VALIDATOR;
+	if (!bytes_as_stored(h, base))
+		return FIRST_ENCODED;
+	return FIRST_SPLIT;
+}
+
+/* Not done with a first piece that cannot be split: the origin answers the client itself. */
+static enum memsource_step
+decline(struct download *d, const char *why)
+{
+	log_debug("split %s%.*s: %s; the origin answers", d->target.key, (int)d->path_len, d->path,
+	          why);
 	kp_stats.split_declined++;
-	return -1;
+	return MEMSOURCE_CUT;
 }
 
 /*
- * The first piece's head came: it is split only as a 206 with a complete
- * length, a validator for If-Range, bytes as stored, and the range as
- * asked. The client's head is then the origin's with the status, length
- * and Content-Range of its own request.
+ * Splitting goes on: the object's length and version are known, so the
+ * pieces asked before them that lie past the client's end go, and the last
+ * one ends there.
  */
-static int
-prepare_first(struct memsource *m)
+static void
+adopt_object(struct download *d, const struct http_head *h, const char *base,
+             const struct byte_range *got, uint64_t complete)
 {
-	static const char *const drop[] = {"content-range", "content-length", NULL};
-	struct download *d = m->owner;
-	struct slot *s = slot_at(d, 0);
-	struct memstore *mem = m->store;
-	struct http_head_edit edit = {.drop = drop, .content_length = true};
-	struct http_parser ps = {.error = HTTP_HEAD_OK};
-	struct http_head h;
 	struct http_span v;
-	struct byte_range got;
-	uint64_t complete, end;
-	ssize_t n;
+	uint64_t end;
 
-	if (!parse_response(mem, cfg_of(d)->max_header_bytes, &ps, &h))
-		return mem->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : not_split(d, "no answer");
-	if (h.status == 200) {
-		/*
-		 * The whole object for a bounded Range: this host serves no ranges,
-		 * unless it answered so because it encoded the answer (nginx's gzip
-		 * drops a Range), which says nothing of its other objects.
-		 */
-		if (bytes_as_stored(&h, mem->data))
-			url_note(d->sp, d->target.key, d->key.path, d->key.path_len);
-		return not_split(d, "the origin answered a range with the whole object");
-	}
-	/* An origin that minds several connections refused one of them: one is asked. */
-	if (refuses_connections(h.status) && d->connections > 1) {
-		d->refused = true;
-		return -1;
-	}
-	if (h.status != 206 || !ranges_answered(&h, mem->data, &got, &complete) ||
-	    got.first != s->first || got.last > s->last || (got.last < s->last && got.last != complete - 1))
-		return not_split(d, "the origin did not answer with the range asked");
-	if (!ranges_if_range(&h, mem->data, &v) || v.len > sizeof(d->validator))
-		return not_split(d, "no validator to ask for the rest with (If-Range)");
-	if (!bytes_as_stored(&h, mem->data))
-		return not_split(d, "an encoding or no-transform");
-	memcpy(d->validator, mem->data + v.off, v.len);
+	ranges_if_range(h, base, &v);
+	memcpy(d->validator, base + v.off, v.len);
 	d->validator_len = v.len;
 	d->complete = complete;
-	memo_note(d->sp, d->target.key, HOST_RANGED, NO_RANGES_SECONDS);
+	ra_origins_note(&d->sp->origins, d->target.key, HOST_RANGED, NO_RANGES_SECONDS);
 	end = d->want_last < complete - 1 ? d->want_last : complete - 1;
 	d->want_last = end;
-	s->last = got.last;
-	/* Pieces asked before the length was known: those past the end go, the last one ends there. */
-	while (d->count > 1 && slot_at(d, d->count - 1)->first > end) {
-		ra_piece_drop(slot_at(d, d->count - 1)->p, 0);
-		d->count--;
-	}
+	slot_at(d, 0)->last = got->last;
+	while (d->count > 1 && slot_at(d, d->count - 1)->first > end)
+		drop_last(d);
 	if (d->count > 1 && slot_at(d, d->count - 1)->last > end)
 		slot_at(d, d->count - 1)->last = end;
 	d->next_first = slot_at(d, d->count - 1)->last + 1;
+}
+
+/*
+ * The client's head: the origin's, with the status, length and
+ * Content-Range of the client's own request, into the reader's prefix.
+ */
+static bool
+write_client_head(struct download *d, struct memsource *m, const struct http_head *h)
+{
+	static const char *const drop[] = {"content-range", "content-length", NULL};
+	struct http_head_edit edit = {.drop = drop, .content_length = true, .status = 200};
+	ssize_t n;
+
 	if (d->client_ranged) {
 		edit.status = 206;
 		edit.content_range = true;
 		edit.first = d->want_first;
-		edit.last = end;
-		edit.complete = complete;
-	} else {
-		edit.status = 200;
+		edit.last = d->want_last;
+		edit.complete = d->complete;
 	}
-	edit.length = end - d->want_first + 1;
+	edit.length = d->want_last - d->want_first + 1;
 	if (!(m->prefix = buf_get()) ||
-	    (n = http_write_edited_head(buf_tail(m->prefix), buf_room(m->prefix), &h, mem->data,
-	                                &edit)) < 0)
-		return not_split(d, "the client's head does not fit");
+	    (n = http_write_edited_head(buf_tail(m->prefix), buf_room(m->prefix), h,
+	                                m->store->data, &edit)) < 0)
+		return false;
 	m->prefix->end += (size_t)n;
+	return true;
+}
+
+/*
+ * The first piece's head came: the download is split, declined (the
+ * origin answers the client itself), or backed off and the piece asked
+ * again on one connection.
+ */
+static enum memsource_step
+prepare_first(struct memsource *m)
+{
+	struct download *d = m->owner;
+	struct http_head h;
+	struct byte_range got;
+	uint64_t complete = 0;
+	enum memsource_step head = piece_head(d, m, &h);
+	enum first_verdict verdict;
+
+	if (head == MEMSOURCE_CUT)
+		return decline(d, "no answer");
+	if (head != MEMSOURCE_READ)
+		return head;
+	switch ((verdict = judge_first(d, slot_at(d, 0), &h, m->store->data, &got, &complete))) {
+	case FIRST_REFUSED:
+		return back_off(d);
+	case FIRST_WHOLE:
+		ra_origins_answered_whole(&d->sp->origins, d->target.key, d->path, d->path_len);
+		return decline(d, first_declined[verdict]);
+	case FIRST_SPLIT:
+		break;
+	default:
+		return decline(d, first_declined[verdict]);
+	}
+	adopt_object(d, &h, m->store->data, &got, complete);
+	if (!write_client_head(d, m, &h))
+		return decline(d, "the client's head does not fit");
 	m->offset = d->window_at = h.head_len;
 	m->until = h.head_len + (size_t)(got.last - got.first + 1);
 	d->window_first = got.first;
@@ -580,72 +547,76 @@ prepare_first(struct memsource *m)
 		kp_stats.split_downloads++;
 		d->counted = true;
 	}
-	snprintf(d->word, sizeof(d->word), "split");
 	pump(d);
-	return 1;
+	return MEMSOURCE_READ;
+}
+
+/* ---- later pieces ------------------------------------------------------------ */
+
+/* What a later piece's head says. */
+enum piece_verdict {
+	PIECE_AS_ASKED,       /* a 206 of exactly the bytes asked, of the same version */
+	PIECE_REFUSED,        /* a refusal of one connection too many */
+	PIECE_OTHER,          /* anything else: a version the client must not get bytes of */
+};
+
+static enum piece_verdict
+judge_piece(const struct download *d, const struct slot *s, const struct http_head *h,
+            const char *base)
+{
+	struct byte_range got;
+	uint64_t complete;
+
+	if (refuses_connections(h->status))
+		return PIECE_REFUSED;
+	if (h->status != 206 || !ranges_answered(h, base, &got, &complete) ||
+	    complete != d->complete || got.first != s->first || got.last != s->last ||
+	    !same_version(d, h, base) || !bytes_as_stored(h, base))
+		return PIECE_OTHER;
+	return PIECE_AS_ASKED;
+}
+
+/* The client must not get a byte of what is not the object it started: cut off at this one. */
+static enum memsource_step
+cut_off(struct download *d, const char *why)
+{
+	log_info("split %s%.*s: bytes %llu-%llu %s: the client is cut off there", d->target.key,
+	         (int)d->path_len, d->path, (unsigned long long)slot_at(d, 0)->first,
+	         (unsigned long long)slot_at(d, 0)->last, why);
+	kp_stats.split_mismatches++;
+	return MEMSOURCE_CUT;
 }
 
 /*
- * A later piece's head came: it must be a 206 of exactly the bytes asked,
- * of the same version. A 401, 403, 429 or 503 on more than one connection
+ * A later piece's head came: read on if it is exactly the bytes asked, of
+ * the same version. A 401, 403, 429 or 503 on more than one connection
  * backs the host off to one; any other refusal is a version the client
  * must not get bytes of.
  */
-static int
+static enum memsource_step
 prepare_piece(struct memsource *m)
 {
 	struct download *d = m->owner;
 	struct slot *s = slot_at(d, 0);
-	struct memstore *mem = m->store;
-	struct http_parser ps = {.error = HTTP_HEAD_OK};
 	struct http_head h;
-	struct byte_range got;
-	uint64_t complete;
+	enum memsource_step head = piece_head(d, m, &h);
 
-	if (!parse_response(mem, cfg_of(d)->max_header_bytes, &ps, &h))
-		return mem->state == MEMSTORE_OPEN && ps.error == HTTP_HEAD_OK ? 0 : -1;
-	if (refuses_connections(h.status)) {
-		if (d->connections > 1) {
-			d->refused = true;
-			return -1;
-		}
-		log_info("split %s%.*s: the origin refused a piece (%u) on one connection: cut",
-		         d->target.key, (int)d->key.path_len, d->key.path, h.status);
-		kp_stats.split_mismatches++;
-		d->mismatch = true;
-		return -1;
-	}
-	if (h.status != 206 || !ranges_answered(&h, mem->data, &got, &complete) ||
-	    complete != d->complete || got.first != s->first || got.last != s->last ||
-	    !same_version(d, &h, mem->data) || !bytes_as_stored(&h, mem->data)) {
-		log_info("split %s%.*s: bytes %llu-%llu came back as another version or range: "
-		         "the client is cut off there",
-		         d->target.key, (int)d->key.path_len, d->key.path,
-		         (unsigned long long)s->first, (unsigned long long)s->last);
-		kp_stats.split_mismatches++;
-		d->mismatch = true;
-		return -1;
+	if (head != MEMSOURCE_READ)
+		return head == MEMSOURCE_CUT ? resume(d, s->first) : head;
+	switch (judge_piece(d, s, &h, m->store->data)) {
+	case PIECE_REFUSED:
+		if (d->connections > 1)
+			return back_off(d);
+		return cut_off(d, "were refused on one connection");
+	case PIECE_OTHER:
+		return cut_off(d, "came back as another version or range");
+	case PIECE_AS_ASKED:
+		break;
 	}
 	m->offset = d->window_at = h.head_len;
 	m->until = h.head_len + (size_t)(s->last - s->first + 1);
 	d->window_first = s->first;
-	return 1;
-}
-
-/* ---- reading on ----------------------------------------------------------------- */
-
-/* Lets go of the piece read now, of which the client was given served bytes. */
-static void
-pop_piece(struct download *d, uint64_t served)
-{
-	struct slot *s = slot_at(d, 0);
-
-	d->dropped_now = true;
-	if (s->p)
-		ra_piece_drop(s->p, served);
-	s->p = NULL;
-	d->head = (d->head + 1) % PIECES_MAX;
-	d->count--;
+	return MEMSOURCE_READ;
 }
 
 /* Points the reader at a piece, from its start, whose head is to be checked. */
@@ -661,92 +632,50 @@ read_piece(struct download *d, struct ra_piece *p, uint64_t first)
 }
 
 /*
- * More than one connection was refused: one from now on, for this host a
- * while, and the others closed before anything is asked again, since the
- * origin counts them open until they are.
- */
-static void
-back_off(struct download *d)
-{
-	if (memo_note(d->sp, d->target.key, HOST_BACKED_OFF, BACKOFF_SECONDS))
-		log_info("split %s: the origin refused a second connection; one for %g s",
-		         d->target.key, BACKOFF_SECONDS);
-	kp_stats.split_backoffs++;
-	d->connections = 1;
-	d->refused = false;
-	/*
-	 * What else is on its way was asked on the connections refused: asked
-	 * again as it comes. A fetch still going ends with its connection.
-	 */
-	while (d->count > 1) {
-		struct slot *last = slot_at(d, d->count - 1);
-
-		d->next_first = last->first;
-		ra_piece_drop(last->p, 0);
-		last->p = NULL;
-		d->count--;
-	}
-	/* The client's key is the fetches' too: one composer makes both (dispatch_key_compose). */
-	dispatch_shrink_host(d->sp->env->dispatch, d->dispatch_key, 1);
-}
-
-/*
  * The piece read now cannot go on (a fetch cut off, refused, short): the
  * rest of it is asked again, from the next byte the client needs, with
- * If-Range, on another connection. Progress resets the count; RESUMES_MAX
- * in a row without a byte cuts the client off.
+ * If-Range once the version is known, on another connection: MOVED. WAIT
+ * when no memory is left (the retry timer asks again); CUT after
+ * RESUMES_MAX in a row without a byte of progress.
  */
-static int
+static enum memsource_step
 resume(struct download *d, uint64_t from)
 {
 	struct slot *s = slot_at(d, 0);
 	struct ra_piece *p;
-	bool progress = from > s->first;
 
-	if (d->refused)
-		back_off(d);
 	if (s->p) {
-		d->resumes_in_a_row = progress ? 1 : d->resumes_in_a_row + 1;
+		d->resumes_in_a_row = from > s->first ? 1 : d->resumes_in_a_row + 1;
 		if (d->resumes_in_a_row > RESUMES_MAX) {
 			log_info("split %s%.*s: %u resumes without progress at byte %llu: the client is "
 			         "cut off",
-			         d->target.key, (int)d->key.path_len, d->key.path, RESUMES_MAX,
+			         d->target.key, (int)d->path_len, d->path, RESUMES_MAX,
 			         (unsigned long long)from);
-			return -2;
+			return MEMSOURCE_CUT;
 		}
 		/* Dropped first: its memory is what the rest of it needs. */
-		ra_piece_drop(s->p, from - s->first);
+		ra_piece_drop_for_next(s->p);
 		s->p = NULL;
 		s->first = from;
 	}
-	p = fetch_piece(d, from, s->last, true);
 	/* What is asked ahead gives way to what the client waits for. */
-	while (!p && d->count > 1) {
-		struct slot *last = slot_at(d, d->count - 1);
-
-		d->next_first = last->first;
-		ra_piece_drop(last->p, 0);
-		last->p = NULL;
-		d->count--;
-		p = fetch_piece(d, from, s->last, true);
-	}
+	while (!(p = fetch_piece(d, from, s->last, true)) && d->count > 1)
+		drop_last(d);
 	if (!p) {
 		/* Other clients' pieces hold the memory: again shortly. */
-		memsource_park(&d->m);
-		d->waiting = true;
 		if (!clock_timer_armed(&d->retry))
 			clock_timer_start(&d->retry, THROTTLE_RETRY);
-		return 0;
+		return MEMSOURCE_WAIT;
 	}
-	log_debug("split %s%.*s: resuming at byte %llu", d->target.key, (int)d->key.path_len,
-	          d->key.path, (unsigned long long)from);
+	log_debug("split %s%.*s: resuming at byte %llu", d->target.key, (int)d->path_len, d->path,
+	          (unsigned long long)from);
 	kp_stats.split_resumes++;
 	d->resumes++;
 	snprintf(d->word, sizeof(d->word), "split, %u resume%s", d->resumes,
 	         d->resumes == 1 ? "" : "s");
 	s->p = p;
 	read_piece(d, p, from);
-	return 1;
+	return MEMSOURCE_MOVED;
 }
 
 /* The object's next byte the client is to get: what it was given of the piece read now. */
@@ -762,40 +691,57 @@ next_byte(const struct download *d)
 }
 
 /*
- * The reader's window is read to its end, or its piece failed: on to the
- * next piece, the rest of this one asked again, or the end (-1: EOF, -2:
- * cut off; 0: wait, the reader is woken).
+ * The reader's window is read to its end, or its piece failed short of
+ * it: on to the next piece, the rest of this one asked again, or the end.
  */
-static int
-next_window(struct memsource *m)
+static enum memsource_step
+next_window(struct memsource *m, enum memsource_window_end why)
 {
 	struct download *d = m->owner;
 	struct slot *s = slot_at(d, 0);
 	uint64_t from = next_byte(d);
 
-	/* A refused first piece is asked again on one connection; anything else goes to the origin. */
-	if (d->state == DOWNLOAD_FIRST)
-		return d->refused ? resume(d, s->first) : -2;
-	if (d->mismatch)
-		return -2;
+	(void)why;   /* where the client is says it: a store may end short of the window */
 	if (from > d->want_last) {
-		pop_piece(d, from - s->first);
-		return -1;
+		pop_piece(d);
+		return MEMSOURCE_END;
 	}
 	if (from <= s->last)
 		return resume(d, from);
 	d->resumes_in_a_row = 0;
-	pop_piece(d, s->last - s->first + 1);
+	pop_piece(d);
 	pump(d);
-	d->dropped_now = false;
-	if (d->count == 0) {
-		/* No room yet: the retry timer asks, and moves the reader on. */
-		memsource_park(&d->m);
-		d->waiting = true;
-		return 0;
-	}
+	/* No room yet: the retry timer asks, and moves the reader on. */
+	if (d->count == 0)
+		return MEMSOURCE_WAIT;
 	read_piece(d, slot_at(d, 0)->p, slot_at(d, 0)->first);
-	return 1;
+	return MEMSOURCE_MOVED;
+}
+
+/*
+ * Memory came back, or should have: the reader waits for the piece it
+ * reads to be asked again (a resume found no room) or for the next one to
+ * be asked at all; otherwise pieces ahead are asked.
+ */
+static void
+retry_cb(struct clock_timer *t)
+{
+	struct download *d = container_of(t, struct download, retry);
+
+	if (!d->m.parked) {
+		pump(d);
+		return;
+	}
+	if (d->count && !slot_at(d, 0)->p) {
+		if (resume(d, slot_at(d, 0)->first) == MEMSOURCE_MOVED)
+			memsource_wake(&d->m);
+		return;
+	}
+	pump(d);
+	if (d->count) {
+		read_piece(d, slot_at(d, 0)->p, slot_at(d, 0)->first);
+		memsource_wake(&d->m);
+	}
 }
 
 /* The client's exchange let go of its source: every fetch ends, every piece is dropped. */
@@ -808,15 +754,8 @@ download_done(struct memsource *m)
 	if (d->counted)
 		kp_stats.split_connections_used += d->most_in_flight;
 	clock_timer_stop(&d->retry);
-	/*
-	 * The piece read now was served as far as the client got: all of the
-	 * last one when the answer ended at its end (the exchange asks no more
-	 * once the length is sent), part of one the client left in.
-	 */
-	if (d->count && d->state == DOWNLOAD_RUNNING && next_byte(d) > slot_at(d, 0)->first)
-		pop_piece(d, next_byte(d) - slot_at(d, 0)->first);
 	while (d->count)
-		pop_piece(d, 0);
+		pop_piece(d);
 	buf_put(d->request);
 	d->sp->downloads--;
 	free(d);
@@ -843,10 +782,9 @@ conditional(const struct http_head *h, const char *base)
  * open range, or a bounded one longer than --split-size.
  */
 static bool
-split_range(const struct download *d, const struct http_head *h, const char *base,
+split_range(const struct kp_config *cfg, const struct http_head *h, const char *base,
             uint64_t *first, uint64_t *last, bool *ranged)
 {
-	const struct kp_config *cfg = cfg_of(d);
 	struct byte_range asked;
 
 	switch (ranges_requested(h, base, &asked)) {
@@ -876,26 +814,36 @@ split_range(const struct download *d, const struct http_head *h, const char *bas
 	}
 }
 
-struct source *
-ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_head *h,
-               const char *base)
+/* May this request be split at all: a plain GET of a listed host's URL that serves ranges? */
+static bool
+splittable(const struct ra_split *sp, const struct ra_ask *ask, const struct http_head *h,
+           const char *base)
 {
-	struct download *d;
+	return h->method == HTTP_GET && http_request_body_kind(h) == BODY_NONE &&
+	       !http_wants_upgrade(h) && listed(sp, ask->target) &&
+	       !ra_origins_answers_whole(&sp->origins, ask->target->key, ask->target->path,
+	                                 ask->target->path_len) &&
+	       !conditional(h, base);
+}
+
+/*
+ * A download of the client's bytes: the client as the fetches need it,
+ * copied (its exchange's copies go with it), and the proxy's request for
+ * the object, as it would go without us. NULL when memory is short, or
+ * when that request leaves a buffer no room for a piece's Range and
+ * If-Range: then no piece could ever be asked, and the origin answers.
+ */
+static struct download *
+download_new(struct ra_split *sp, const struct ra_ask *ask, const struct http_head *h,
+             const char *base)
+{
+	struct download *d = calloc(1, sizeof(*d) + ask->target->path_len);
 	ssize_t n;
 
-	if (h->method != HTTP_GET || http_request_body_kind(h) != BODY_NONE ||
-	    http_wants_upgrade(h) || !ra_split_listed(sp, ask->target) ||
-	    answers_whole(sp, ask->target->key, ask->target->path, ask->target->path_len) ||
-	    conditional(h, base) ||
-	    h->head_len > buf_capacity() || !(d = calloc(1, sizeof(*d) + ask->target->path_len)))
+	if (!d)
 		return NULL;
 	d->sp = sp;
-	d->connections = ra_split_connections(sp, ask->target);
-	if (!split_range(d, h, base, &d->want_first, &d->want_last, &d->client_ranged)) {
-		free(d);
-		return NULL;
-	}
-	/* The client as the fetches need it, copied: its exchange's copies go with it. */
+	d->connections = connections_for(sp, ask->target);
 	memcpy(&d->client, ask->client,
 	       ask->client->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 	                                          : sizeof(struct sockaddr_in));
@@ -905,7 +853,6 @@ ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_
 		.client = (const struct sockaddr *)&d->client, .dispatch_key = d->dispatch_key,
 		.target = &d->target, .https = ask->https, .restricted = ask->restricted,
 	};
-	/* The proxy's request for the object, as it would go without us; the path is in it. */
 	if (!(d->request = buf_get()) ||
 	    (n = http_write_request_head(buf_tail(d->request), buf_room(d->request), h, base,
 	                                 ask->target, false)) < 0) {
@@ -914,26 +861,60 @@ ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_
 		return NULL;
 	}
 	d->request->end = (size_t)n;
-	memcpy(d->path, ask->target->path, ask->target->path_len);
-	d->target.path = d->path;
-	ra_key_make(&d->key, &d->ask, d->path, ask->target->path_len);
-	clock_timer_init(&d->retry, sp->env->clock, retry_cb);
-	d->next_first = d->want_first;
-	/*
-	 * The first piece is what the client waits for, on a connection of its
-	 * own if need be. On several connections the next ones are asked at
-	 * once, before the first head tells the object's length and version:
-	 * each is checked against it when the client gets to it.
-	 */
-	if (!ask_next(d)) {
-		clock_timer_stop(&d->retry);
+	/* Every piece's request is this one with a Range and an If-Range: it must fit a buffer. */
+	if (buf_len(d->request) + PIECE_FIELDS_ROOM > buf_capacity()) {
 		buf_put(d->request);
 		free(d);
 		return NULL;
 	}
+	memcpy(d->path, ask->target->path, ask->target->path_len);
+	d->path_len = ask->target->path_len;
+	d->target.path = d->path;
+	clock_timer_init(&d->retry, sp->env->clock, retry_cb);
+	return d;
+}
+
+/*
+ * The first piece is what the client waits for, on a connection of its
+ * own if need be. On several connections the next ones are asked at once,
+ * before the first head tells the object's length and version: each is
+ * checked against it when the client gets to it. False when not even the
+ * first could be asked.
+ */
+static bool
+ask_first_pieces(struct download *d)
+{
+	d->next_first = d->want_first;
+	if (!ask_next(d)) {
+		clock_timer_stop(&d->retry);
+		return false;
+	}
 	ra_piece_promote(slot_at(d, 0)->p);
 	while (d->connections > 1 && d->count < d->connections && ask_next(d))
 		;
+	return true;
+}
+
+struct source *
+ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_head *h,
+               const char *base)
+{
+	uint64_t first, last;
+	struct download *d;
+	bool ranged;
+
+	if (!splittable(sp, ask, h, base) ||
+	    !split_range(sp->env->cfg, h, base, &first, &last, &ranged) ||
+	    !(d = download_new(sp, ask, h, base)))
+		return NULL;
+	d->want_first = first;
+	d->want_last = last;
+	d->client_ranged = ranged;
+	if (!ask_first_pieces(d)) {
+		buf_put(d->request);
+		free(d);
+		return NULL;
+	}
 	sp->downloads++;
 	d->m.owner = d;
 	d->m.done = download_done;
@@ -945,14 +926,15 @@ ra_split_serve(struct ra_split *sp, const struct ra_ask *ask, const struct http_
 }
 
 struct ra_split *
-ra_split_new(const struct proxy_env *env, struct ra_store *st)
+ra_split_new(const struct proxy_env *env, struct ra_fetcher *fe)
 {
 	struct ra_split *sp = calloc(1, sizeof(*sp));
 
 	if (!sp)
 		return NULL;
 	sp->env = env;
-	sp->st = st;
+	sp->fe = fe;
+	ra_origins_init(&sp->origins, env->clock);
 	return sp;
 }
 

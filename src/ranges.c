@@ -4,30 +4,19 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kp/chars.h"
+
 /* ---- reading field values ------------------------------------------------- */
-
-static bool
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-static bool
-is_tchar(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
 
 /* Whitespace around a field value is not part of it (RFC 9110 5.5). */
 static struct http_span
 trimmed(const char *base, struct http_span s)
 {
-	while (s.len && is_ows(base[s.off])) {
+	while (s.len && char_is_ows(base[s.off])) {
 		s.off++;
 		s.len--;
 	}
-	while (s.len && is_ows(base[s.off + s.len - 1]))
+	while (s.len && char_is_ows(base[s.off + s.len - 1]))
 		s.len--;
 	return s;
 }
@@ -87,7 +76,7 @@ ranges_read_number(const char **p, const char *end, uint64_t *v)
 	const char *s = *p;
 	uint64_t n = 0;
 
-	for (; s < end && *s >= '0' && *s <= '9'; s++) {
+	for (; s < end && char_is_digit(*s); s++) {
 		unsigned d = (unsigned)(*s - '0');
 
 		if (n > (UINT64_MAX - d) / 10)
@@ -246,16 +235,17 @@ is_weak(const char *base, struct http_span etag)
 }
 
 bool
-ranges_identity_copy(struct object_identity *out, char *text, size_t size,
-                     const struct object_identity *id, const char *base)
+ranges_identity_keep(struct kept_identity *k, const struct object_identity *id,
+                     const char *base)
 {
-	if (id->etag.len + id->last_modified.len > size)
+	if (id->etag.len + id->last_modified.len > sizeof(k->text))
 		return false;
-	memcpy(text, base + id->etag.off, id->etag.len);
-	memcpy(text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
-	*out = *id;
-	out->etag.off = 0;
-	out->last_modified.off = id->etag.len;
+	memcpy(k->text, base + id->etag.off, id->etag.len);
+	memcpy(k->text + id->etag.len, base + id->last_modified.off, id->last_modified.len);
+	k->id = *id;
+	k->id.etag.off = 0;
+	k->id.last_modified.off = id->etag.len;
+	k->known = true;
 	return true;
 }
 
@@ -289,11 +279,11 @@ names_private(const char *p, const char *end)
 		const char *name;
 		size_t n;
 
-		while (p < end && (is_ows(*p) || *p == ','))
+		while (p < end && (char_is_ows(*p) || *p == ','))
 			p++;
 		if (p == end)
 			break;
-		for (name = p; p < end && is_tchar(*p); p++)
+		for (name = p; p < end && char_is_tchar(*p); p++)
 			;
 		n = (size_t)(p - name);
 		if (n == 0)
@@ -309,13 +299,13 @@ names_private(const char *p, const char *end)
 				if (!skip_char(&p, end, '"'))
 					return -1;
 			} else {
-				for (name = p; p < end && is_tchar(*p); p++)
+				for (name = p; p < end && char_is_tchar(*p); p++)
 					;
 				if (p == name)
 					return -1;
 			}
 		}
-		while (p < end && is_ows(*p))
+		while (p < end && char_is_ows(*p))
 			p++;
 		if (p < end && *p != ',')
 			return -1;
@@ -381,7 +371,7 @@ same_varied(const struct http_head *a, const char *abase, const struct http_head
 		const char *tok;
 		struct http_span s;
 
-		while (p < end && (is_ows(*p) || *p == ','))
+		while (p < end && (char_is_ows(*p) || *p == ','))
 			p++;
 		for (tok = p; p < end && *p != ','; p++)
 			;

@@ -5,6 +5,7 @@
 #include "kp/clock.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
+#include "kp/ra_fetch.h"
 #include "kp/ra_hls.h"
 #include "kp/ra_range.h"
 #include "kp/ra_split.h"
@@ -15,6 +16,7 @@
 
 struct readahead {
 	const struct proxy_env *env;
+	struct ra_fetcher *fetcher;      /* fetches into memory, for the store and split alike */
 	struct ra_store *store;
 	struct ra_range *ranges;
 	struct ra_hls *hls;
@@ -76,10 +78,8 @@ heard(void *ctx, const struct exchange_view *v, const struct buf *req_head,
 	/* No head kept (none was sent, or it is gone): nothing to predict from. */
 	if (req_head) {
 		base = buf_head((struct buf *)req_head);
-		http_parser_init(&ps, HTTP_REQUEST, ra->env->cfg->max_header_bytes,
-		                 ra->env->cfg->max_header_bytes);
-		http_parser_start(&ps, &req);
-		if (http_parse_head(&ps, base, buf_len((struct buf *)req_head)) == HTTP_PARSE_DONE &&
+		if (http_parse_held_head(HTTP_REQUEST, base, buf_len((struct buf *)req_head),
+		                         ra->env->cfg->max_header_bytes, &ps, &req) &&
 		    req.method == HTTP_GET && http_request_body_kind(&req) == BODY_NONE &&
 		    !http_wants_upgrade(&req)) {
 			rtt = conn_path_figures(up).rtt;
@@ -128,9 +128,10 @@ readahead_new(const struct proxy_env *env)
 	ra->env = env;
 	clock_timer_init(&ra->sweep, env->clock, sweep_cb);
 	ra->predict = env->cfg->read_ahead;
-	if (!(ra->store = ra_store_new(env)) || !(ra->ranges = ra_range_new(env, ra->store)) ||
-	    !(ra->hls = ra_hls_new(env, ra->store)) ||
-	    (env->cfg->nsplit && !(ra->split = ra_split_new(env, ra->store)))) {
+	if (!(ra->fetcher = ra_fetcher_new(env)) || !(ra->store = ra_store_new(env, ra->fetcher)) ||
+	    !(ra->ranges = ra_range_new(env, ra->store, ra->fetcher)) ||
+	    !(ra->hls = ra_hls_new(env, ra->store, ra->fetcher)) ||
+	    (env->cfg->nsplit && !(ra->split = ra_split_new(env, ra->fetcher)))) {
 		readahead_free(ra);
 		return NULL;
 	}
@@ -151,13 +152,14 @@ readahead_free(struct readahead *ra)
 	ra_hls_free(ra->hls);
 	ra_range_free(ra->ranges);
 	ra_store_free(ra->store);
+	ra_fetcher_free(ra->fetcher);
 	free(ra);
 }
 
 unsigned long
 readahead_take_freed(struct readahead *ra)
 {
-	return ra ? ra_store_take_freed(ra->store) : 0;
+	return ra ? ra_fetcher_take_freed(ra->fetcher) : 0;
 }
 
 const struct exchange_hooks *

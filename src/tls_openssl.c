@@ -15,6 +15,8 @@
 #include <openssl/x509.h>
 
 #include "kp/ca.h"
+#include "kp/http.h"
+#include "kp/ossl_error.h"
 #include "kp/stats.h"
 #include "kp/table.h"
 
@@ -27,7 +29,7 @@ static const unsigned char alpn_http11[] = "\x08http/1.1";
 
 struct session_slot {
 	SSL_SESSION *session;
-	char key[280];
+	char key[HTTP_CONN_KEY_MAX];   /* the dispatch key of the connections it resumes */
 };
 
 struct tls {
@@ -44,7 +46,7 @@ struct tls_session {
 	bool certificate_sent;      /* our certificate went out (toward a client) */
 	int alert_received;         /* the peer's fatal alert, -1: none */
 	char failure[200];
-	char session_key[280];
+	char session_key[HTTP_CONN_KEY_MAX];
 };
 
 bool
@@ -57,19 +59,6 @@ const char *
 tls_backend_name(void)
 {
 	return OpenSSL_version(OPENSSL_VERSION);
-}
-
-/* ---- errors --------------------------------------------------------------- */
-
-/* The newest error on OpenSSL's queue in words, and the queue emptied. */
-static void
-take_error(char *out, size_t len, const char *what)
-{
-	unsigned long e = ERR_peek_last_error();
-	const char *reason = e ? ERR_reason_error_string(e) : NULL;
-
-	snprintf(out, len, "%s%s%s", what, reason ? ": " : "", reason ? reason : "");
-	ERR_clear_error();
 }
 
 /* ---- certificates: ca.h's ------------------------------------------------ */
@@ -179,7 +168,7 @@ make_contexts(struct tls *t, const struct kp_config *cfg, char *err, size_t errl
 {
 	if (!(t->toward_clients = common_ctx(TLS_server_method())) ||
 	    !(t->toward_origins = common_ctx(TLS_client_method()))) {
-		take_error(err, errlen, "cannot create TLS contexts");
+		ossl_take_error(err, errlen, "cannot create TLS contexts");
 		return -1;
 	}
 	SSL_CTX_set_alpn_select_cb(t->toward_clients, alpn_select_cb, NULL);
@@ -191,16 +180,16 @@ make_contexts(struct tls *t, const struct kp_config *cfg, char *err, size_t errl
 	SSL_CTX_set_read_ahead(t->toward_origins, 1);
 	SSL_CTX_set_default_read_buffer_len(t->toward_origins, ORIGIN_READ_BUFFER);
 	if (SSL_CTX_set_alpn_protos(t->toward_origins, alpn_http11, sizeof(alpn_http11) - 1) != 0) {
-		take_error(err, errlen, "cannot set ALPN");
+		ossl_take_error(err, errlen, "cannot set ALPN");
 		return -1;
 	}
 	if (cfg->upstream_ca) {
 		if (SSL_CTX_load_verify_locations(t->toward_origins, cfg->upstream_ca, NULL) != 1) {
-			take_error(err, errlen, "--upstream-ca: cannot load");
+			ossl_take_error(err, errlen, "--upstream-ca: cannot load");
 			return -1;
 		}
 	} else if (SSL_CTX_set_default_verify_paths(t->toward_origins) != 1) {
-		take_error(err, errlen, "cannot load the system's trusted certificates");
+		ossl_take_error(err, errlen, "cannot load the system's trusted certificates");
 		return -1;
 	}
 	SSL_CTX_set_session_cache_mode(t->toward_origins,
@@ -363,7 +352,7 @@ tls_handshake(struct tls_session *s)
 		         errno && e == SSL_ERROR_SYSCALL ? strerror(errno) : "the peer closed");
 		ERR_clear_error();
 	} else {
-		take_error(s->failure, sizeof(s->failure), "TLS handshake failed");
+		ossl_take_error(s->failure, sizeof(s->failure), "TLS handshake failed");
 	}
 	return TLS_STEP_FAILED;
 }

@@ -101,11 +101,12 @@ struct kp_config {
 
 	/* Read-ahead (readahead.h). */
 	bool read_ahead;             /* --read-ahead: fetch the next byte range before it is asked */
-	size_t read_ahead_memory;    /* --read-ahead-memory: bytes held or arriving, in all */
+	size_t fetch_memory;         /* --fetch-memory (--read-ahead-memory): answers fetched by the
+	                              * proxy itself and what is kept about them, in all */
 	unsigned read_ahead_depth;   /* --read-ahead-depth: pieces ahead of a client, at most */
 	double read_ahead_ttl;       /* --read-ahead-ttl: seconds a held piece waits for its client */
 
-	/* Splitting big downloads into bounded ranges (ra_split.h); memory is read-ahead's. */
+	/* Splitting big downloads into bounded ranges (ra_split.h), in --fetch-memory. */
 	const char *split[KP_MAX_SPLIT];   /* --split host patterns */
 	unsigned nsplit;
 	size_t split_size;           /* --split-size: bytes per range asked of the origin */

@@ -54,6 +54,7 @@
 #include "kp/budget.h"
 #include "kp/clock.h"
 #include "kp/config.h"
+#include "kp/http.h"
 #include "kp/list.h"
 #include "kp/slab.h"
 #include "kp/source.h"
@@ -134,7 +135,7 @@ int dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
 void dispatch_shutdown(struct dispatch *d);
 
 /* Room for any dispatch key: "https://", a host:port key, " (lan)". */
-#define DISPATCH_KEY_MAX 288
+#define DISPATCH_KEY_MAX HTTP_CONN_KEY_MAX
 
 /*
  * The one composer of dispatch keys: requests share a connection only if

@@ -275,7 +275,8 @@ int exchange_forward(struct exchange *ex, const struct http_head *h, struct sour
 /*
  * A request of the owner's own, not a client's: a GET with no body, its
  * head composed by the owner (origin-form, Host and all), to target. how:
- * DISPATCH_ANY, or DISPATCH_BACKGROUND to come after every client request.
+ * DISPATCH_ANY as a client's request would, or DISPATCH_BACKGROUND or
+ * DISPATCH_AHEAD to come after every client request (dispatch.h).
  * 0, or -1 when the head does not fit a buffer.
  */
 int exchange_start(struct exchange *ex, const struct http_target *target, const char *head,
@@ -287,12 +288,6 @@ int exchange_start(struct exchange *ex, const struct http_target *target, const 
  * own request would.
  */
 void exchange_promote(struct exchange *ex);
-
-/*
- * The dispatch key the request in hand goes under (target, scheme,
- * restriction set): requests with equal keys may share a connection.
- */
-const char *exchange_key(struct exchange *ex);
 
 /* Is the exchange waiting for a connection (as opposed to relaying)? */
 static inline bool

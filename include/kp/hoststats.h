@@ -17,11 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kp/http.h"
 #include "kp/stats.h"
 
 #define HOSTSTATS_SLOTS 32
 /* The longest dispatch key with its NUL (struct exchange's key_buf, checked there). */
-#define HOSTSTATS_KEY 288
+#define HOSTSTATS_KEY HTTP_CONN_KEY_MAX
 
 /* What one host's clients were served; responses count once they are complete. */
 struct host_counts {

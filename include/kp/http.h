@@ -85,6 +85,15 @@ void http_parser_start(struct http_parser *p, struct http_head *head);
  */
 enum http_parse_result http_parse_head(struct http_parser *p, const char *base, size_t avail);
 
+/*
+ * Parses a head already held whole in memory (a fetched answer, a kept
+ * request): the head at the start of len bytes, at most max bytes, into h
+ * with ps. True when it is one whole head; otherwise ps->error says whether
+ * it is malformed or only incomplete (HTTP_HEAD_OK).
+ */
+bool http_parse_held_head(llhttp_type_t type, const char *p, size_t len, size_t max,
+                          struct http_parser *ps, struct http_head *h);
+
 /* Readable name of the last parse error, for logs. */
 const char *http_parser_error_text(const struct http_parser *p);
 
@@ -95,11 +104,22 @@ bool http_list_has(const char *base, struct http_span s, const char *word);
 /* Is every comma-separated token in s word (case-insensitive; an empty list is)? */
 bool http_list_only(const char *base, struct http_span s, const char *word);
 
+/*
+ * host:port with its NUL, the pool key: a name of up to 255 bytes or a
+ * bracketed IPv6 literal, a colon, a port.
+ */
+#define HTTP_KEY_MAX 272
+/*
+ * A key for the connections to host:port: HTTP_KEY_MAX with a scheme
+ * before it and a note after it ("https://", " (lan)"; dispatch_key_compose).
+ */
+#define HTTP_CONN_KEY_MAX (HTTP_KEY_MAX + 16)
+
 /* The absolute-form request-target of a forward proxy request. */
 struct http_target {
 	char host[256];        /* lower case; IPv6 without brackets */
 	char authority[264];   /* as written in the URI (host[:port]), for Host */
-	char key[272];         /* host:port, the pool key */
+	char key[HTTP_KEY_MAX];   /* host:port, the pool key */
 	const char *path;      /* origin-form: points into the message, "/" if empty */
 	size_t path_len;
 	uint16_t port;

@@ -14,6 +14,8 @@
 
 #include <ev.h>
 
+#include "kp/http.h"
+
 /*
  * Clients that refused the certificate minted for a host: that app pins its
  * certificates or does not trust the CA, and the next CONNECTs from the
@@ -26,7 +28,7 @@ struct intercept_refusal {
 	ev_tstamp until;            /* 0: slot free */
 	sa_family_t family;
 	unsigned char addr[16];     /* the client's address, without its port */
-	char key[272];              /* host:port */
+	char key[HTTP_KEY_MAX];     /* host:port */
 };
 
 struct intercept_memory {

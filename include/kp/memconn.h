@@ -53,6 +53,24 @@ void memstore_fail(struct memstore *s);
 /* Frees the bytes; open readers see a reset from now on. */
 void memstore_free(struct memstore *s);
 
+/* What a reader's owner says of the store it reads, or of what follows it. */
+enum memsource_step {
+	MEMSOURCE_READ,      /* prepared: prefix and window set, read on (prepare only) */
+	MEMSOURCE_NOT_YET,   /* too little in the store yet; asked again once it holds more
+	                      * (prepare only, while the store may still grow) */
+	MEMSOURCE_MOVED,     /* the owner moved the reader to another store: read there */
+	MEMSOURCE_WAIT,      /* nothing to read until the owner calls memsource_wake() */
+	MEMSOURCE_END,       /* the response ends here: EOF (more only) */
+	MEMSOURCE_CUT,       /* it is cut off here: a reset (before its first byte, the request
+	                      * goes to the origin, the source being held) */
+};
+
+/* Why a chained reader's window came to an end, as its owner is told (memsource.more). */
+enum memsource_window_end {
+	WINDOW_READ,         /* every byte of it was read: the store ended, or the window did */
+	WINDOW_FAILED,       /* its store failed (the fetch was cut) before the window's end */
+};
+
 /*
  * A reader: a source (source.h) whose end reads the store, from its start
  * or, as a slice, a window of it behind a head of the owner's making.
@@ -65,23 +83,21 @@ struct memsource {
 	struct buf *prefix;            /* bytes served before the store's (a slice's head) */
 	/*
 	 * A slice is prepared once the store holds what the owner needs to
-	 * write its head: 1 prepared (prefix, offset and until set), 0 not
-	 * yet, -1 never (the reader fails with a reset). NULL: nothing to do.
+	 * write its head: READ (prefix, offset and until set), NOT_YET, or
+	 * what the owner did instead (MOVED, WAIT, CUT). NULL: nothing to do.
 	 */
-	int (*prepare)(struct memsource *m);
+	enum memsource_step (*prepare)(struct memsource *m);
 	bool prepared;
 	bool parked;                   /* a chained reader between stores (memsource_park) */
 	size_t tried_at;               /* the store's length when prepare last said "not yet" */
 	struct kp_list link;           /* in the store's readers while open */
 	/*
 	 * A reader that goes on in another store (a split download's pieces):
-	 * asked for more when its window is read to the end, when its store
-	 * failed, or when prepare said never. 1: the owner moved it on
-	 * (memsource_move); 0: not yet, the owner calls memsource_wake() when
-	 * there is more; -1: the response ends here (EOF); -2: it is cut off
-	 * (a reset). NULL: the window's end is the response's.
+	 * asked what follows when its window is read to the end or its store
+	 * failed, and told which: MOVED (memsource_move), WAIT, END or CUT.
+	 * NULL: the window's end is the response's.
 	 */
-	int (*more)(struct memsource *m);
+	enum memsource_step (*more)(struct memsource *m, enum memsource_window_end why);
 	/* Called once the exchange let go of it (released or closed); may be NULL. */
 	void (*done)(struct memsource *m);
 	void *owner;                   /* the owner's, for its hooks */
@@ -99,12 +115,13 @@ void memsource_open(struct memsource *m, struct memstore *s);
  * (source.h): failing before its first byte sends the request elsewhere.
  */
 void memsource_open_slice(struct memsource *m, struct memstore *s,
-                          int (*prepare)(struct memsource *m));
+                          enum memsource_step (*prepare)(struct memsource *m));
 /*
  * A chained reader goes on in store s, from its start, through prepare
  * (which sets the window; the prefix, if any is left, still comes first).
  */
-void memsource_move(struct memsource *m, struct memstore *s, int (*prepare)(struct memsource *m));
+void memsource_move(struct memsource *m, struct memstore *s,
+                    enum memsource_step (*prepare)(struct memsource *m));
 /*
  * A chained reader waits between stores (its owner has none to give it
  * yet): it reads nothing until memsource_move.

@@ -17,7 +17,7 @@
  * Playlists themselves are never fetched ahead, and only the segments the
  * latest copy of a playlist lists are (a live playlist's window slides).
  * A playlist's text while it passes and what is held of it count in its
- * client's share of the memory, as pieces do (ra_store_charge): one that
+ * client's share of the memory, as pieces do (ra_memory_charge): one that
  * does not fit is not read, or not held.
  * A client that goes on with the segments of another playlist (a variant
  * switch) stops the series of the one it left: its fetches far from done
@@ -39,7 +39,8 @@ struct ra_hls;
 struct ra_playlist;
 
 /* NULL when memory is exhausted. */
-struct ra_hls *ra_hls_new(const struct proxy_env *env, struct ra_store *st);
+struct ra_hls *ra_hls_new(const struct proxy_env *env, struct ra_store *st,
+                          struct ra_fetcher *fe);
 void ra_hls_free(struct ra_hls *h);
 
 /*

@@ -24,7 +24,8 @@
 struct ra_range;
 
 /* NULL when memory is exhausted. */
-struct ra_range *ra_range_new(const struct proxy_env *env, struct ra_store *st);
+struct ra_range *ra_range_new(const struct proxy_env *env, struct ra_store *st,
+                              struct ra_fetcher *fe);
 void ra_range_free(struct ra_range *r);
 
 /*

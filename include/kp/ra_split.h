@@ -1,9 +1,8 @@
 /*
  * Splitting big downloads (--split): a GET for a large object from a listed
  * host is fetched as bounded ranges of --split-size, ahead of the client,
- * through the pool and into read-ahead's store (ra_store.h, whose glossary
- * this file speaks: the ranges are pieces, a download's pieces a series),
- * and the client gets one continuous answer of its own: a 200 with the
+ * through the pool and into memory by the fetch engine (ra_fetch.h, whose
+ * glossary this file speaks: each range is a piece), and the client gets one continuous answer of its own: a 200 with the
  * complete length for a request without Range, a 206 for its range. Origins
  * that pace an answer without a bounded Range (large video origins do, to
  * about the media's rate) then serve at full speed; a connection that
@@ -40,18 +39,19 @@
 #include <ev.h>
 
 #include "kp/http.h"
-#include "kp/ra_store.h"
+#include "kp/ra_fetch.h"
+#include "kp/ra_key.h"
 #include "kp/source.h"
 
 struct ra_split;
 
-/* NULL when memory is exhausted. */
-struct ra_split *ra_split_new(const struct proxy_env *env, struct ra_store *st);
-/* Ends every download (their clients' sources fail) and frees the rest. */
+/* Downloads fetch their pieces with fe, in their clients' shares. NULL when memory is exhausted. */
+struct ra_split *ra_split_new(const struct proxy_env *env, struct ra_fetcher *fe);
+/*
+ * Frees what it keeps of origins. Every download has ended before: each
+ * is its client's source, and ends with the client's exchange.
+ */
 void ra_split_free(struct ra_split *sp);
-
-/* Is the host of this target listed with --split, and not backed off to nothing? */
-bool ra_split_listed(const struct ra_split *sp, const struct http_target *target);
 
 /*
  * A source for the client's request whose head is h (spans into base), if
@@ -62,8 +62,5 @@ bool ra_split_listed(const struct ra_split *sp, const struct http_target *target
  */
 struct source *ra_split_serve(struct ra_split *sp, const struct ra_ask *ask,
                               const struct http_head *h, const char *base);
-
-/* The connections a fetch of read-ahead's for target may use: 1, or --split-connections. */
-unsigned ra_split_connections(const struct ra_split *sp, const struct http_target *target);
 
 #endif

@@ -110,13 +110,22 @@ struct object_identity {
 bool ranges_identity(const struct http_head *resp, const char *base,
                      struct object_identity *id);
 
+/* ETag and Last-Modified together, as kept: longer ones are no validators worth keeping. */
+#define RANGES_IDENTITY_MAX 512
+
+/* An identity kept beyond the head it came in, its text with it. */
+struct kept_identity {
+	bool known;                      /* false: none kept */
+	struct object_identity id;       /* spans into text */
+	char text[RANGES_IDENTITY_MAX];
+};
+
 /*
- * Copies *id (spans into base) to *out with its text in text[size]: the
- * ETag, then Last-Modified; out's spans then point into text. False when
- * the two do not fit.
+ * Keeps *id (spans into base) in *k: the ETag, then Last-Modified, copied
+ * into k->text. False, with k as it was, when the two do not fit.
  */
-bool ranges_identity_copy(struct object_identity *out, char *text, size_t size,
-                          const struct object_identity *id, const char *base);
+bool ranges_identity_keep(struct kept_identity *k, const struct object_identity *id,
+                          const char *base);
 
 /*
  * May a piece described by b be joined to one described by a? Only when

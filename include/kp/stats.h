@@ -75,7 +75,7 @@ struct kp_stats {
 	uint64_t readahead_misses;     /* requests on a stream with pieces held that matched none */
 	uint64_t readahead_wasted_bytes;   /* fetched ahead and never given to a client */
 	uint64_t readahead_unsafe;     /* pieces refused: not the piece asked for, private, another object */
-	uint64_t readahead_throttled;  /* predictions not made: --read-ahead-memory was reached */
+	uint64_t readahead_throttled;  /* predictions not made: --fetch-memory was reached */
 	uint64_t readahead_failed;     /* fetches that failed (error, reset, timeout) */
 	uint64_t readahead_cut;        /* fetches ended far from done: the client asked elsewhere */
 	uint64_t upstream_pipelined;   /* requests written on a busy origin connection */
@@ -86,9 +86,11 @@ struct kp_stats {
 	uint64_t split_mismatches;     /* pieces not as asked: their client cut off there */
 	uint64_t split_backoffs;       /* refusals of a second connection: the host got one */
 	uint64_t split_connections_used; /* the most connections each download had at once, summed */
-	uint64_t readahead_bytes_held; /* memory counted for pieces held or arriving now */
-	uint64_t readahead_records_bytes; /* ... for what is kept about them: pieces' records and
-	                                   * requests, shelves, series, playlists */
+	/* The fetch engine's (ra_fetch.h), for read-ahead and split downloads alike. */
+	uint64_t fetch_memory_bytes;   /* memory counted for pieces held or arriving now */
+	uint64_t fetch_records_bytes;  /* ... for what is kept about them: pieces' records and
+	                                * requests, shelves, series, playlists */
+	uint64_t fetch_throttled;      /* fetches not made: a client's share or --fetch-memory full */
 	uint64_t auth_hash_checks;     /* passwords checked against a crypt(3) hash */
 	uint64_t auth_cache_hits;      /* credentials taken on the strength of an earlier check */
 	uint64_t auth_limited;         /* checks refused unseen: the address failed or waits too much */

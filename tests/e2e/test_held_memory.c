@@ -140,8 +140,8 @@ expect_memory_back(long base, const char *what)
 	double deadline = now_s() + TTL_SECONDS * 2 + 5;
 	long kib;
 
-	while (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") != 0 ||
-	       stats_metric(stats_port, "keepalive_proxy_readahead_records_bytes") != 0) {
+	while (stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes") != 0 ||
+	       stats_metric(stats_port, "keepalive_proxy_fetch_records_bytes") != 0) {
 		if (now_s() > deadline)
 			fail_msg("%s: read-ahead still counts memory after the TTL", what);
 		sleep_ms(100);
@@ -162,8 +162,8 @@ expect_growth_within(long base, long peak, const char *what)
 	print_message("%s: %ld KiB before, %ld KiB after (%+ld KiB); counted %.0f bytes held, "
 	              "%.0f of records\n",
 	              what, base, peak, peak - base,
-	              stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held"),
-	              stats_metric(stats_port, "keepalive_proxy_readahead_records_bytes"));
+	              stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes"),
+	              stats_metric(stats_port, "keepalive_proxy_fetch_records_bytes"));
 	if (peak - base > GROWTH_MAX)
 		fail_msg("%s grew the daemon by %ld KiB, more than %ld KiB", what, peak - base,
 		         GROWTH_MAX);

@@ -372,7 +372,7 @@ read_counts(struct ra_counts *n)
 	n->throttled = (unsigned long)metric_value(t, "keepalive_proxy_readahead_throttled_total");
 	n->failed = (unsigned long)metric_value(t, "keepalive_proxy_readahead_failed_total");
 	n->wasted = (unsigned long)metric_value(t, "keepalive_proxy_readahead_wasted_bytes_total");
-	n->held = (unsigned long)metric_value(t, "keepalive_proxy_readahead_bytes_held");
+	n->held = (unsigned long)metric_value(t, "keepalive_proxy_fetch_memory_bytes");
 }
 
 /*
@@ -626,7 +626,7 @@ off_by_default(void)
 	origin_saw(og, "/object.bin", want);
 	counts(0, 0, 0, 0, 0, 0, 0);
 	text = stats_page(stats_port, "/metrics", &status);
-	assert_int_equal(metric_value(text, "keepalive_proxy_readahead_bytes_held"), 0);
+	assert_int_equal(metric_value(text, "keepalive_proxy_fetch_memory_bytes"), 0);
 	stop_proxy();
 }
 
@@ -667,7 +667,7 @@ consecutive_ranges_are_hits(void)
 	piece(&c, og, "/object.bin", 2 * MIB, 3 * MIB - 1, NULL);
 	piece(&c, og, "/object.bin", 3 * MIB, 4 * MIB - 1, NULL);
 	client_close(&c);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	quiet(og, 4);
 	origin_saw(og, "/object.bin", want);
 	counts(3, 3, 0, 0, 0, 0, 0);
@@ -724,7 +724,7 @@ joins_a_fetch_still_arriving(void)
 	want_range(want, sizeof(want), 0, MIB - 1);
 	want_range(want, sizeof(want), MIB, 2 * MIB - 1);
 	origin_saw(og, "/object.bin", want);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	counts(1, 0, 1, 0, 0, 0, 0);
 	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total"),
 	                 0);
@@ -993,7 +993,7 @@ unsafe_pieces_are_never_served(void)
 	client_close(&c);
 	counts(2, 0, 0, 0, 2, 0, 0);
 	/* Refused pieces are dropped, not kept until they expire. */
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	stop_proxy();
 }
 
@@ -1063,7 +1063,7 @@ private_answers_predict_nothing(void)
 	client_close(&c);
 	quiet(og, 4);
 	counts(0, 0, 0, 0, 0, 0, 0);
-	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held"), 0);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes"), 0);
 	stop_proxy();
 }
 
@@ -1155,7 +1155,7 @@ failed_fetches_fall_back_to_the_origin(void)
 		origin_saw(og, ways[i].path, want);
 	}
 	counts(5, 0, 0, 0, 0, 0, 5);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	stop_proxy();
 }
 
@@ -1215,7 +1215,7 @@ memory_cap_throttles(void)
 	client_close(&c);
 	origin_saw(og, "/object.bin", want);
 	counts(0, 0, 0, 0, 0, 3, 0);
-	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held"), 0);
+	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes"), 0);
 	stop_proxy();
 }
 
@@ -1284,10 +1284,10 @@ a_client_that_stops_frees_memory_within_the_ttl(void)
 	 * than the TTL has passed since, they must be there. (A slow machine
 	 * may take longer to get here; then this says nothing, and is skipped.)
 	 */
-	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0 &&
+	if (stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes") <= 0 &&
 	    now_s() - asked < 0.9)
 		fail_msg("the pieces were dropped before their time to live");
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	assert_int_equal(stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total"),
 	                 2 * g);
 	counts(2, 0, 0, 0, 0, 0, 0);
@@ -1319,7 +1319,7 @@ a_slow_reader_stays_bounded(void)
 	piece(&c, og, "/object.bin", 0, piece_len - 1, NULL);
 	client_close(&c);
 	quiet(og, 3);
-	held = stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held");
+	held = stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes");
 	client_open(&c, px.port);
 	snprintf(range, sizeof(range), "Range: bytes=%llu-%llu\r\nUser-Agent: kp-e2e\r\n",
 	         (unsigned long long)piece_len, (unsigned long long)(2 * piece_len - 1));
@@ -1332,15 +1332,15 @@ a_slow_reader_stays_bounded(void)
 	 * kept it.
 	 */
 	metric_exceeds("keepalive_proxy_readahead_wasted_bytes_total", 0);
-	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") > held)
+	if (stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes") > held)
 		fail_msg("more held while a reader is slow than was fetched");
-	if (stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held") <= 0)
+	if (stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes") <= 0)
 		fail_msg("the piece a client is still reading was dropped");
 	read_response_ok(&c, &r, 0);
 	expect_piece(&r, piece_len, 2 * piece_len - 1, __FILE__, __LINE__);
 	response_free(&r);
 	client_close(&c);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	stop_proxy();
 }
 
@@ -1365,7 +1365,7 @@ twenty_streams_within_the_memory_cap(void)
 	for (unsigned k = 0; k < 20; k++) {
 		snprintf(path, sizeof(path), "/stream%u.bin", k);
 		piece(&c, og, path, 0, MIB / 2 - 1, NULL);
-		held = stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held");
+		held = stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes");
 		if (held > cap / 2)
 			fail_msg("%.0f bytes held after %u streams, more than the client's share %.0f",
 			         held, k + 1, cap / 2);
@@ -1410,7 +1410,7 @@ curl_downloads_in_ranges(struct nginx_files *ng, const char *url, const char *ca
 		free(wait_file_lines(ng->access_log, seen_after[k], WAIT_MS));
 		wait_all_idle(__FILE__, __LINE__);
 	}
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	counts(3, 3, 0, 0, 0, 0, 0);
 	text = wait_file_lines(ng->access_log, 4, WAIT_MS);
 	snprintf(want, sizeof(want),
@@ -1511,7 +1511,7 @@ hls_segments_from_a_playlist(void)
 		curl_get(&ng, url, name, seg);
 		wait_all_idle(__FILE__, __LINE__);
 	}
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	text = wait_file_lines(ng.access_log, 5, WAIT_MS);
 	if (count_text(text, "\n") != 5 || count_text(text, "200 \"-\" 262144\n") != 4)
 		fail_msg("nginx logged, expected the playlist and each segment once:\n%s", text);
@@ -1548,7 +1548,7 @@ hls_segments_from_a_playlist(void)
 	wait_all_idle(__FILE__, __LINE__);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/hls/seg5.ts", ng.port);
 	curl_get(&ng, url, "live5.ts", seg);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	/* 4 again (it was served once), then 5 fetched ahead and served from memory. */
 	text = wait_file_lines(ng.access_log, 11, WAIT_MS);
 	if (count_text(text, "\n") != 11 || count_text(text, "404") ||
@@ -1587,7 +1587,7 @@ origin_closing_after_one_pipelined_answer(void)
 	client_close(&c);
 	if (stats_metric(stats_port, "keepalive_proxy_pipelined_total") <= 0)
 		fail_msg("no fetch ahead was pipelined");
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	assert_origin_clean(og);
 	stop_proxy();
 }
@@ -1683,7 +1683,7 @@ a_variant_switch_ends_the_old_fetches(void)
 	get_whole(&c, og, "/hi3.bin", NULL);
 	client_close(&c);
 	atomic_store(&obj.gate_open, true);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	wasted = stats_metric(stats_port, "keepalive_proxy_readahead_wasted_bytes_total");
 	if (wasted <= 0 || wasted >= (double)MIB)
 		fail_msg("%.0f bytes wasted, expected what came of the gated segments only", wasted);
@@ -1739,7 +1739,7 @@ cmcd_next_object_request(void)
 	wait_all_idle(__FILE__, __LINE__);
 	piece(&c, og, "/v/seg7.bin", 261120, 262143, NULL);
 	client_close(&c);
-	metric_becomes("keepalive_proxy_readahead_bytes_held", 0);
+	metric_becomes("keepalive_proxy_fetch_memory_bytes", 0);
 	assert_int_equal(origin_request_count(og), 8);
 	counts(3, 3, 0, 0, 0, 1, 0);
 	stop_proxy();
@@ -1787,7 +1787,7 @@ hls_variant_switch(void)
 		curl_get(&ng, url, name, seg);
 		wait_all_idle(__FILE__, __LINE__);
 	}
-	metric_becomes_after_ttl("keepalive_proxy_readahead_bytes_held", 0, 3);
+	metric_becomes_after_ttl("keepalive_proxy_fetch_memory_bytes", 0, 3);
 	/* Two playlists, lo0, lo1 and lo2 ahead, hi1, and hi2 and hi3 ahead. */
 	text = wait_file_lines(ng.access_log, 8, WAIT_MS);
 	if (count_text(text, "\n") != 8 || count_text(text, " 131072\n") != 6)

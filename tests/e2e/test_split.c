@@ -635,7 +635,7 @@ wait_metric(const char *name, double want_v, const char *file, int line)
 static void
 expect_memory_freed(const char *file, int line)
 {
-	wait_metric("keepalive_proxy_readahead_bytes_held", 0, file, line);
+	wait_metric("keepalive_proxy_fetch_memory_bytes", 0, file, line);
 	if (stats_get(proxy_stats(&px), "held") != 0)
 		fail_msg("%s:%d: the stats line holds read-ahead memory still", file, line);
 }
@@ -1539,9 +1539,9 @@ wait_stalled(struct origin *og, const char *file, int line)
 
 	for (;;) {
 		unsigned n = origin_request_count(og);
-		double t = stats_metric(stats_port, "keepalive_proxy_readahead_throttled_total");
+		double t = stats_metric(stats_port, "keepalive_proxy_fetch_throttled_total");
 
-		while (stats_metric(stats_port, "keepalive_proxy_readahead_throttled_total") <
+		while (stats_metric(stats_port, "keepalive_proxy_fetch_throttled_total") <
 		       t + 3) {
 			if (now_s() > deadline)
 				fail_msg("%s:%d: the proxy did not stall on the client's memory "
@@ -1568,7 +1568,7 @@ wait_stalled(struct origin *og, const char *file, int line)
 static uint64_t
 expect_bounded(unsigned n, const struct client *c, const struct body *b, const char *file, int line)
 {
-	double held = stats_metric(stats_port, "keepalive_proxy_readahead_bytes_held");
+	double held = stats_metric(stats_port, "keepalive_proxy_fetch_memory_bytes");
 	uint64_t given = b->len + bytes_in_kernel(c) + RELAY_BYTES;
 
 	if (held <= 0 || held > SMALL_SHARE)

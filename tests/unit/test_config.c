@@ -153,7 +153,7 @@ test_defaults(void **state)
 	assert_null(cfg.make_ca_dir);
 	assert_int_equal(cfg.leaf_cache, 256);
 	assert_false(cfg.read_ahead);
-	assert_int_equal(cfg.read_ahead_memory, 33554432);
+	assert_int_equal(cfg.fetch_memory, 33554432);
 	assert_int_equal(cfg.read_ahead_depth, 4);
 	assert_seconds(cfg.dns_cache_ttl, 60);
 	/* No path given: the host check judges its own default path (hostcheck.h). */
@@ -660,7 +660,7 @@ test_size_units(void **state)
 		RUN(&o, "--read-ahead-memory", (char *)cases[i].arg);
 		if (cases[i].want) {
 			assert_int_equal(o.result, CONFIG_RUN);
-			assert_int_equal(o.cfg.read_ahead_memory, cases[i].want);
+			assert_int_equal(o.cfg.fetch_memory, cases[i].want);
 		} else {
 			if (o.result != CONFIG_ERROR)
 				fail_msg("--read-ahead-memory %s was taken", cases[i].arg);
@@ -708,8 +708,10 @@ static const struct {
 	{"tcp-keepalive", 0, 32767},
 	{"leaf-cache", 1, 1000000},
 #if SIZE_MAX > 0xffffffffu
+	{"fetch-memory", 1048576, 17179869184UL},
 	{"read-ahead-memory", 1048576, 17179869184UL},
 #else
+	{"fetch-memory", 1048576, 2147483648UL},
 	{"read-ahead-memory", 1048576, 2147483648UL},
 #endif
 	{"read-ahead-depth", 1, 8},
@@ -832,7 +834,7 @@ test_option_limits(void **state)
  * targets a 16 GiB cap once wrapped to 0 and every value was refused.
  */
 static void
-test_read_ahead_memory_cap_fits_size_t(void **state)
+test_fetch_memory_cap_fits_size_t(void **state)
 {
 	const struct config_option *opt = option_named("read-ahead-memory");
 	size_t cap = opt->max;
@@ -846,7 +848,7 @@ test_read_ahead_memory_cap_fits_size_t(void **state)
 	snprintf(v, sizeof(v), "%zu", cap);
 	RUN(&o, "--read-ahead-memory", v);
 	assert_int_equal(o.result, CONFIG_RUN);
-	assert_true(o.cfg.read_ahead_memory == cap);
+	assert_true(o.cfg.fetch_memory == cap);
 	outcome_free(&o);
 }
 
@@ -897,7 +899,8 @@ static const struct {
 	{"upstream-ca", AT(upstream_ca)},
 	{"leaf-cache", AT(leaf_cache)},
 	{"read-ahead", AT(read_ahead)},
-	{"read-ahead-memory", AT(read_ahead_memory)},
+	{"fetch-memory", AT(fetch_memory)},
+	{"read-ahead-memory", AT(fetch_memory)},
 	{"read-ahead-depth", AT(read_ahead_depth)},
 	{"read-ahead-ttl", AT(read_ahead_ttl)},
 	{"split-size", AT(split_size)},
@@ -1305,7 +1308,7 @@ main(void)
 		cmocka_unit_test(test_help_from_table),
 		cmocka_unit_test(test_option_table_is_well_formed),
 		cmocka_unit_test(test_option_limits),
-		cmocka_unit_test(test_read_ahead_memory_cap_fits_size_t),
+		cmocka_unit_test(test_fetch_memory_cap_fits_size_t),
 		cmocka_unit_test(test_option_fields),
 		cmocka_unit_test(test_size_units),
 		cmocka_unit_test(test_every_bytes_option_takes_units),

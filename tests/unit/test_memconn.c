@@ -606,7 +606,7 @@ static unsigned prepare_calls;
  * serve "SLICE\n" and then the first 5 bytes behind the head; a head that
  * starts with "BAD" is refused.
  */
-static int
+static enum memsource_step
 prepare_five(struct memsource *m)
 {
 	const char *data = m->store->data;
@@ -614,15 +614,15 @@ prepare_five(struct memsource *m)
 
 	prepare_calls++;
 	if (!end)
-		return 0;
+		return MEMSOURCE_NOT_YET;
 	if (m->store->len >= 3 && memcmp(data, "BAD", 3) == 0)
-		return -1;
+		return MEMSOURCE_CUT;
 	assert_non_null(m->prefix = buf_get());
 	memcpy(buf_tail(m->prefix), "SLICE\n", 6);
 	m->prefix->end += 6;
 	m->offset = (size_t)(end + 2 - data);
 	m->until = m->offset + 5;
-	return 1;
+	return MEMSOURCE_READ;
 }
 
 static void
