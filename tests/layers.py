@@ -13,7 +13,12 @@ others: the lower one must answer the upper one through what it is handed
 (a callback, an ops table), never by including it. The layers print top
 first: a module includes only modules on lower lines.
 
-  python3 tests/layers.py [ROOT]          layers; exit 1 on a circle
+A module's wing is the folder of src/ its sources are in: src/origin/,
+src/readahead/, src/tls/, or the core (src/ itself, and headers without
+sources). Some includes are forbidden whatever the layers say (FORBIDDEN
+below): a breach fails the check as a circle does, naming the rule.
+
+  python3 tests/layers.py [ROOT]          layers; exit 1 on a circle or a breach
   python3 tests/layers.py --edges [ROOT]  and every include between modules
 
 Reads text only; standard library only.
@@ -24,6 +29,42 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kp/([A-Za-z0-9_/]+)\.h"', re.M)
+
+# The client side of the core: what the origin and TLS wings serve.
+CLIENT_SIDE = {"client", "exchange", "memconn", "server", "stats_page", "tunnel", "main"}
+
+# (who may not include, what, why). A set of modules, or a wing's name.
+FORBIDDEN = [
+    (
+        {"client", "exchange", "dispatch", "upstream", "memconn"},
+        "readahead",
+        "read-ahead and split hang off the exchange's hooks (exchange_hooks), "
+        "and the request path below them never knows they exist",
+    ),
+    (
+        "core",
+        "readahead",
+        "the core reaches read-ahead only through readahead.h, from server and "
+        "main, which build it and hand its hooks to the exchange",
+    ),
+    (
+        "origin",
+        CLIENT_SIDE | {"readahead"},
+        "connections to origins serve the exchange and answer it through "
+        "callbacks; they never reach up into the client side",
+    ),
+    (
+        "tls",
+        CLIENT_SIDE | {"origin", "readahead"},
+        "TLS is a library to whoever calls it: it knows neither clients, "
+        "origins' connections nor read-ahead",
+    ),
+]
+
+# Includes the rules above allow by name: who includes what, and why.
+ALLOWED = {
+    ("server", "readahead"): "server builds read-ahead and gives its hooks to the exchange",
+}
 
 
 def sources(root):
@@ -47,6 +88,38 @@ def module_of(path, text):
         if name == own or name.startswith(own + "_"):
             return own
     return name
+
+
+def wings(root):
+    """Each module's wing: the folder under src/ its sources are in, or "core"."""
+    wing = {}
+    for path, text in sources(root):
+        parts = os.path.relpath(path, root).split(os.sep)
+        if path.endswith(".c"):
+            wing[module_of(path, text)] = parts[1] if len(parts) > 2 else "core"
+    return wing
+
+
+def members(side, wing, deps):
+    """The modules a rule's side names: a set of modules, or every module of a wing."""
+    if isinstance(side, str):
+        return {m for m in deps if wing.get(m, "core") == side}
+    found = set()
+    for s in side:
+        found |= members(s, wing, deps) if s in ("core", "origin", "readahead", "tls") else {s}
+    return found
+
+
+def breaches(deps, wing):
+    """(who, what, why) for every include a rule forbids and none allows."""
+    found = []
+    for who, what, why in FORBIDDEN:
+        whom = members(what, wing, deps)
+        for m in sorted(members(who, wing, deps)):
+            for d in sorted(deps.get(m, ())):
+                if d in whom and (m, d) not in ALLOWED and d != m:
+                    found.append((m, d, why))
+    return sorted(set(found))
 
 
 def graph(root):
@@ -121,23 +194,33 @@ def main(argv):
         print(f"layers: no sources under {root}", file=sys.stderr)
         return 2
     level = layers(deps)
-    print("layers, top first (a module includes only modules on lower lines):")
+    wing = wings(root)
+    print("layers, top first (a module includes only modules on lower lines),")
+    print("by wing (src/ is the core; src/origin/, src/readahead/, src/tls/):")
     for n in range(max(level.values()), -1, -1):
         row = sorted(m for m in level if level[m] == n)
+        by_wing = {}
+        for m in row:
+            by_wing.setdefault(wing.get(m, "core"), []).append(m)
         if row:
-            print(f"  {n:2d}  " + " ".join(row))
+            print(f"  {n:2d}  " + "; ".join(
+                f"{w}: {' '.join(by_wing[w])}" for w in ("core", "origin", "readahead", "tls")
+                if w in by_wing))
     if edges:
         print("\nincludes:")
         for m in sorted(deps):
             if deps[m]:
                 print(f"  {m} -> {' '.join(sorted(deps[m]))}")
     found = circles(deps)
-    if found:
-        print()
-        for comp in found:
-            print("circle: " + " <-> ".join(comp))
+    forbidden = breaches(deps, wing)
+    print()
+    for comp in found:
+        print("circle: " + " <-> ".join(comp))
+    for m, d, why in forbidden:
+        print(f"forbidden: {m} ({wing.get(m, 'core')}) includes {d} ({wing.get(d, 'core')}): {why}")
+    if found or forbidden:
         return 1
-    print("\nno circles")
+    print("no circles, no forbidden includes")
     return 0
 
 

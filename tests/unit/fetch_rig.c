@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/ra_fetch.c"
+#include "../../src/readahead/ra_fetch.c"
 
 #include "fetch_rig.h"
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/dispatch.c"
+#include "../../src/origin/dispatch.c"
 
 /* ---- fake connections ------------------------------------------------------ */
 

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/ra_store.c"
+#include "../../src/readahead/ra_store.c"
 
 #include "fetch_rig.h"
 

@@ -61,7 +61,7 @@ split_buf_get(void)
 
 #define calloc split_calloc
 #define buf_get split_buf_get
-#include "../../src/ra_split.c"
+#include "../../src/readahead/ra_split.c"
 #undef calloc
 #undef buf_get
 
