@@ -27,9 +27,15 @@
  *     types the view uses (port, uinteger, min(), ipaddr(), cidr, and(),
  *     or()), then its validate(); a DynamicList checks each entry alone;
  *     a refusal marks the field cbi-input-invalid, the reason in data-error;
+ *   - an option's value is what its load() gave when the map rendered
+ *     (uci.get() unless the view says otherwise), drawn as its default
+ *     when that is null;
  *   - standIn.save() saves as form.js's Map.save(): refused, with LuCI's
- *     message, while a field is invalid; else the values go into
- *     standIn.uci, as uci.js stages them, and standIn.saved counts it;
+ *     message, while a field is invalid; else each field left empty is
+ *     removed (remove(), rmempty being LuCI's default) and each whose value
+ *     is not what load() gave is written (write()), into standIn.uci, as
+ *     uci.js stages them (uci.set(), uci.unset()), and standIn.saved
+ *     counts it;
  *   - a reply { ubus: CODE } is a ubus error: the call rejects with rpc.js's
  *     message when declared with reject: true, else resolves to expect's
  *     default; a reply { rpcError: [CODE, MESSAGE] } always rejects;
@@ -109,7 +115,21 @@ const uci = {
 	load: () => Promise.resolve(),
 	get(config, section, option) {
 		const s = (window.standIn.uci[config] || {})[section];
-		return s ? s[option] : null;
+		return s && s[option] != null ? s[option] : null;
+	},
+	/* As uci.js: only in a section that exists; null or '' removes. */
+	set(config, section, option, value) {
+		const s = (window.standIn.uci[config] || {})[section];
+
+		if (!s)
+			return;
+		if (value == null || value === '')
+			delete s[option];
+		else
+			s[option] = value;
+	},
+	unset(config, section, option) {
+		uci.set(config, section, option, null);
 	}
 };
 
@@ -274,9 +294,23 @@ class AbstractValue {
 		return 'cbid.' + this.map.config + '.' + sid + '.' + this.option;
 	}
 
-	cfgvalue(sid) {
-		const v = uci.get(this.map.config, sid, this.option);
-		return v != null ? v : this.default;
+	load(sid) {
+		return uci.get(this.map.config, sid, this.option);
+	}
+
+	/* As form.js: what load() gave, kept when the map rendered. */
+	cfgvalue(sid, value) {
+		if (arguments.length == 2)
+			(this.data = this.data || {})[sid] = value;
+		return this.data ? this.data[sid] : null;
+	}
+
+	write(sid, value) {
+		uci.set(this.map.config, sid, this.option, value);
+	}
+
+	remove(sid) {
+		uci.unset(this.map.config, sid, this.option);
 	}
 
 	formvalue(sid) {
@@ -290,10 +324,12 @@ class AbstractValue {
 	}
 
 	render(sid) {
+		const value = this.cfgvalue(sid);
+
 		return E('div', { 'class': 'cbi-value', 'data-name': this.option }, [
 			E('label', { 'class': 'cbi-value-title' }, [ this.title ]),
 			E('div', { 'class': 'cbi-value-field' }, [
-				this.widget(sid, this.cfgvalue(sid)),
+				this.widget(sid, value != null ? value : this.default),
 				E('div', { 'class': 'cbi-value-description' }, [ this.description ])
 			])
 		]);
@@ -468,18 +504,16 @@ class FormMap {
 				return Promise.reject(new TypeError('Option "%s" contains an invalid input value.'
 					.format(o.title || o.option)));
 			}
-		for (const s of this.children) {
-			const values = window.standIn.uci[this.config][s.name];
+		for (const s of this.children)
 			for (const o of s.children) {
 				const v = o.formvalue(s.name);
 				if (o instanceof Button)
 					continue;
 				if (v == null || v === '' || (Array.isArray(v) && !v.length))
-					delete values[o.option];
-				else
-					values[o.option] = v;
+					o.remove(s.name);
+				else if (!same(o.cfgvalue(s.name), v))
+					o.write(s.name, v);
 			}
-		}
 		window.standIn.saved++;
 		return Promise.resolve();
 	}
@@ -493,8 +527,14 @@ class FormMap {
 		return null;
 	}
 
+	/* As form.js's section load(): each option's value, from its load(). */
+	load() {
+		return Promise.all(this.children.map((s) => Promise.all(s.children.map((o) =>
+			Promise.resolve(o.load(s.name)).then((v) => o.cfgvalue(s.name, v))))));
+	}
+
 	render() {
-		return uci.load(this.config).then(() => {
+		return uci.load(this.config).then(() => this.load()).then(() => {
 			const el = E('div', { 'class': 'cbi-map', 'id': 'cbi-' + this.config }, [
 				E('h2', [ this.title ]),
 				E('div', { 'class': 'cbi-map-descr' }, [ this.description ]),
@@ -507,6 +547,14 @@ class FormMap {
 			return el;
 		});
 	}
+}
+
+/* form.js's isEqual() for the values a form holds: strings, and lists of them. */
+function same(a, b) {
+	if (Array.isArray(a) || Array.isArray(b))
+		return Array.isArray(a) && Array.isArray(b) && a.length == b.length &&
+			a.every((v, i) => same(v, b[i]));
+	return a == null ? b == null : b != null && typeof(a) == typeof(b) && a == b;
 }
 
 window.standIn.maps = [];

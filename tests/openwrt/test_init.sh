@@ -187,20 +187,39 @@ check "a CA with nothing to intercept is no flag" \
 check "read-ahead with a router's memory" \
 "config keepalive-proxy 'main'
 	option read_ahead '1'
-	option read_ahead_memory '16777216'
+	option fetch_memory '16777216'
 	option read_ahead_depth '1'
 	option read_ahead_ttl '10'" \
-	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --read-ahead-memory 16777216 --read-ahead-depth 1 --read-ahead-ttl 10 "
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --fetch-memory 16777216 --read-ahead-depth 1 --read-ahead-ttl 10 "
+
+# fetch_memory was read_ahead_memory: a config written then still works.
+check "read_ahead_memory, fetch_memory's former name, is --fetch-memory" \
+"config keepalive-proxy 'main'
+	option read_ahead '1'
+	option read_ahead_memory '24M'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead --fetch-memory 24M "
+
+check "fetch_memory and read_ahead_memory both set: fetch_memory wins" \
+"config keepalive-proxy 'main'
+	option read_ahead_memory '24M'
+	option fetch_memory '48M'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --fetch-memory 48M "
+
+check "read_ahead_memory beside an empty fetch_memory" \
+"config keepalive-proxy 'main'
+	option fetch_memory ''
+	option read_ahead_memory '24M'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --fetch-memory 24M "
 
 # Sizes as the daemon documents them (K, M or G), and as plain bytes.
-check "sizes with K, M or G: split_size 8M, read_ahead_memory 64M" \
+check "sizes with K, M or G: split_size 8M, fetch_memory 64M" \
 "config keepalive-proxy 'main'
 	list split '*.googlevideo.com'
 	option split_size '8M'
-	option read_ahead_memory '64M'
+	option fetch_memory '64M'
 	option upstream_rcvbuf '8388608'
 	option upstream_sndbuf '4194304'" \
-	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --upstream-rcvbuf 8388608 --upstream-sndbuf 4194304 --read-ahead-memory 64M --split *.googlevideo.com --split-size 8M "
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --upstream-rcvbuf 8388608 --upstream-sndbuf 4194304 --fetch-memory 64M --split *.googlevideo.com --split-size 8M "
 
 check "split downloads from two hosts, on two connections" \
 "config keepalive-proxy 'main'
@@ -259,9 +278,18 @@ refusal()
 refusal "split_size 8Q is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	option split_size '8Q'" split_size
+refusal "fetch_memory 0x100 (ubox's uinteger would take it) is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option fetch_memory '0x100'" fetch_memory
 refusal "read_ahead_memory 0x100 (ubox's uinteger would take it) is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	option read_ahead_memory '0x100'" read_ahead_memory
+refusal "fetch_memory 512K, below the daemon's 1 MiB, is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option fetch_memory '512K'" fetch_memory
+refusal "read_ahead_memory 17G, above the daemon's 16 GiB, is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option read_ahead_memory '17G'" read_ahead_memory
 refusal "split_size 2G, above the daemon's 1 GiB, is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	option split_size '2G'" split_size
@@ -279,7 +307,8 @@ refusal "an allow list with a bad item is refused, and the log names it" \
 agree=0
 for case in \
 	"split_size --split-size 8M 8m 8388608 65536 65535 64K 63K 1G 1025M 2G 0 08M 8Q 0x100 8MB -1 1.5M" \
-	"read_ahead_memory --read-ahead-memory 64M 16M 1M 1048576 1048575 1023K 2G 0 64Q 0x100000" \
+	"fetch_memory --fetch-memory 64M 16M 1M 1048576 1048575 1023K 2G 16G 17179869185 0 64Q 0x100000" \
+	"read_ahead_memory --read-ahead-memory 64M 16M 1M 1048576 1048575 1023K 2G 16G 17G 0 64Q 0x100000" \
 	"upstream_rcvbuf --upstream-rcvbuf 8388608 4096 4095 1073741824 1073741825 8M 4K 3K 1G 2G 8MB 0x1000 010000" \
 	"upstream_sndbuf --upstream-sndbuf 4194304 4096 4095 4M 8MB" \
 	"max_clients --max-clients 1 0 512 10000000 10000001 0x10 0100 1K"; do
@@ -357,12 +386,19 @@ else
 fi
 
 # Every option the shipped config names, set or commented out, has a type
-# in the validation, and the validation names nothing the config lacks.
+# in the validation, and the validation names nothing the config lacks but
+# the former names it still reads, which the config's comments name.
+former="read_ahead_memory"
+config="$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config"
 printf "config keepalive-proxy 'main'\n" >"$work/uci"
 sh "$here/uci-procd-harness.sh" "$init" "$work/uci" service_triggers 2>"$work/triggers" >/dev/null
 typed=$(sed -n 's/^validate //p' "$work/triggers" | cut -d' ' -f1 | sort -u)
-named=$(sed -n 's/^[[:space:]#]*\(option\|list\) \([a-z_]*\) .*/\2/p' \
-	"$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.config" | sort -u)
+named=$({
+	sed -n 's/^[[:space:]#]*\(option\|list\) \([a-z_]*\) .*/\2/p' "$config"
+	for name in $former; do
+		! grep -q "^[[:space:]]*#.*[^a-z_]${name}[^a-z_]" "$config" || echo "$name"
+	done
+} | sort -u)
 if [ -n "$typed" ] && [ "$typed" = "$named" ]; then
 	echo "ok   every option in the config has a type in procd_add_validation"
 else

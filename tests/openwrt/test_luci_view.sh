@@ -9,7 +9,10 @@
 # datatype and Save with it, each list entry be checked alone, Save stage
 # the values, a status poll that fails show its ubus error without the
 # numbers from before and the next poll recover, and a LAN left open must
-# be flagged. A screenshot, luci-view.png, is left in the working directory.
+# be flagged. The memory for read-ahead and split downloads is fetch_memory:
+# a value under its former name, read_ahead_memory, shows in its field and
+# is saved as fetch_memory; fetch_memory set beside it wins; the field
+# emptied and saved leaves neither name. A screenshot, luci-view.png, is left in the working directory.
 #
 # This runs everywhere, CI included. test_luci_real.sh runs the same view on
 # LuCI's own modules where a checkout of openwrt/luci is given (not in CI);
@@ -48,8 +51,10 @@ cp "$work/dom.html" "$work/ok.html"
 	"file://$here/luci-view.html" >/dev/null 2>&1 || :
 dom "?open-lan"
 cp "$work/dom.html" "$work/open-lan.html"
+dom "?renamed"
+cp "$work/dom.html" "$work/renamed.html"
 
-exec python3 - "$work/ok.html" "$work/open-lan.html" <<'EOF'
+exec python3 - "$work/ok.html" "$work/open-lan.html" "$work/renamed.html" <<'EOF'
 import json, sys
 from html.parser import HTMLParser
 
@@ -99,7 +104,7 @@ if failed:
 labels = [e["text"] for e in page.elements if e.get("class") == "cbi-value-title"]
 for label in ("Enabled", "Port", "Listen address", "Allowed clients", "Users file",
               "Stats listener", "Hosts to intercept", "CA directory", "Create the CA",
-              "CA certificate", "Read ahead", "Memory for read-ahead"):
+              "CA certificate", "Read ahead", "Memory for read-ahead and split downloads"):
     check("the form has the field " + label, label in labels, labels)
 
 
@@ -112,6 +117,9 @@ check("the stats listener shows its UCI value", field("stats_listen").get("value
 check("the allow list shows its items",
       [e["data-value"] for e in page.elements if "data-value" in e][:2] == ["192.168.1.0/24", "fd00::/8"])
 check("read-ahead is ticked", "checked" in field("read_ahead"))
+check("the memory for read-ahead shows the value set under its former name, read_ahead_memory",
+      field("fetch_memory").get("value") == "64M", field("fetch_memory"))
+check("the form has no field of the former name", not field("read_ahead_memory"), field("read_ahead_memory"))
 buttons = {e.get("for"): e["text"] for e in page.elements if e["tag"] == "output"}
 check("the CA buttons are there, drawn as form.js draws a Button",
       buttons.get("cbid.keepalive-proxy.main._make_ca") == "Create CA"
@@ -126,6 +134,7 @@ want = {
     "new": "200",
     "readahead": "37",
     "local": "5",
+    "fetch": "4.0 MiB in use, of 64.0 MiB; 2 fetches put off while it, or a client's half of it, was full",
     "saved": "12.6 min",
     "warm": "3 (cdn.example.com:443: 2, example.org:80: 1)",
     "open": "4 to origins, 2 from clients",
@@ -234,13 +243,15 @@ lists = json.loads(page.ids["lists"]["text"])
 check("a list entry is checked alone: a second host to intercept passes, a bad network is refused",
       lists == {"intercept": True, "allow": False}, lists)
 sizes = json.loads(page.ids["sizes"]["text"])
-check("read-ahead memory takes sizes as the daemon does (64M, 1G, bytes) and refuses the rest",
+check("the memory for read-ahead takes sizes as the daemon does (64M, 1G, bytes) and refuses the rest",
       sizes == {"8Q": False, "0x100": False, "512K": False, "17G": False, "64M": True,
                 "16777216": True, "1G": True}, sizes)
 saved = json.loads(page.ids["saved"]["text"])
 check("Save stages the values",
       saved["saved"] == 1 and saved["uci"]["intercept"] == ["*.googlevideo.com", "cdn.example.org"]
       and saved["uci"]["port"] == "3128" and "_make_ca" not in saved["uci"], saved)
+check("Save writes the memory as fetch_memory, and the former name is removed",
+      saved["uci"].get("fetch_memory") == "64M" and "read_ahead_memory" not in saved["uci"], saved)
 err = json.loads(page.ids["poll-error"]["text"])
 check("a status poll that fails shows the ubus error, not the numbers from before",
       err == {"state": "RPC call to luci.keepalive-proxy/status failed with ubus code 7: Request timeout",
@@ -259,6 +270,14 @@ check("open LAN: the plugin's refusal is shown",
 check("open LAN: the host check shows why it could not run",
       "without --allow or --auth-file" in page.ids.get("kp-check-report", {}).get("text", ""),
       page.ids.get("kp-check-report"))
+
+page = Page(sys.argv[3])
+check("fetch_memory beside read_ahead_memory: the field shows fetch_memory",
+      field("fetch_memory").get("value") == "48M", field("fetch_memory"))
+saved = json.loads(page.ids.get("saved", {}).get("text", "{}")).get("uci", {})
+check("the memory's field emptied and saved: neither name is left, the daemon's default applies",
+      saved.get("port") == "3128" and "fetch_memory" not in saved and "read_ahead_memory" not in saved,
+      saved)
 
 if failed:
     sys.exit("%d case(s) failed" % failed)

@@ -2,7 +2,8 @@
 # shellcheck disable=SC3043
 # The LuCI app's rpcd plugin against the real daemon: keepalive-proxy runs
 # with its stats listener on loopback, requests go through it to a Python
-# origin, and "call status" must give the numbers /stats gives. Then what
+# origin, and "call status" must give the numbers /stats gives, and the
+# bound of their fetch memory as the init script maps it. Then what
 # the plugin refuses (a stats listener off loopback, a CA for nothing),
 # when the binary has TLS, the CA it makes and the certificate it hands out,
 # and the host check's report, judged with the saved flags.
@@ -128,12 +129,26 @@ set_uci "	option stats_listen '127.0.0.1:$stats'"
 call status
 curl -sSf "http://127.0.0.1:$stats/stats" >"$work/stats"
 check "status gives what /stats gives" \
-	'all(j["stats"][k] == s[k] for k in ("requests_total", "upstream_reused_total", "requests_on_new_connection_total", "bytes_to_clients_total", "idle_upstream_connections", "saved_seconds_total", "errors_total", "idle_per_host"))'
+	'all(j["stats"][k] == s[k] for k in ("requests_total", "upstream_reused_total", "requests_on_new_connection_total", "bytes_to_clients_total", "idle_upstream_connections", "saved_seconds_total", "errors_total", "idle_per_host", "fetch_memory_bytes", "fetch_records_bytes", "fetch_throttled_total"))'
 check "status counts the two requests" 'j["stats"]["requests_total"] == 2'
 check "status keeps the keys of idle_per_host as /stats has them (jshn would not)" \
 	'list(j["stats"]["idle_per_host"]) == list(s["idle_per_host"]) and any(":" in k for k in s["idle_per_host"])'
 check "status names the listener and the binary" \
 	'j["listen"] == "127.0.0.1:'"$stats"'" and j["version"].startswith("keepalive-proxy ")'
+# The bound of the memory gauge, as the init script maps it: fetch_memory,
+# else read_ahead_memory (its former name), else empty for the default.
+check "status: no fetch_memory set, the daemon's default (empty)" 'j["fetch_memory"] == ""'
+set_uci "	option stats_listen '127.0.0.1:$stats'
+	option read_ahead_memory '24M'"
+call status
+check "status: an older config's read_ahead_memory is the fetch memory" \
+	'j["fetch_memory"] == "24M" and "stats" in j'
+set_uci "	option stats_listen '127.0.0.1:$stats'
+	option read_ahead_memory '24M'
+	option fetch_memory '48M'"
+call status
+check "status: fetch_memory wins over read_ahead_memory" 'j["fetch_memory"] == "48M"'
+set_uci "	option stats_listen '127.0.0.1:$stats'"
 if grep -qxF "http://127.0.0.1:$stats/stats" "$work/fetched"; then
 	echo "ok   status fetched /stats with uclient-fetch, from loopback"
 else

@@ -3,6 +3,7 @@
 'require form';
 'require poll';
 'require rpc';
+'require uci';
 'require ui';
 
 /*
@@ -88,13 +89,21 @@ function duration(s) {
 }
 
 /*
- * A size as keepalive-proxy reads one (--split-size 8M): digits, then K, M
- * or G for KiB, MiB or GiB, from min to max bytes. true, or why not. No
- * datatype does it: LuCI's uinteger refuses 8M, which the daemon takes.
+ * A size as keepalive-proxy reads one (--split-size 8M), in bytes: digits,
+ * then K, M or G for KiB, MiB or GiB; NaN for anything else.
+ */
+function sizeBytes(value) {
+	const m = /^([0-9]+)([KkMmGg]?)$/.exec(value || '');
+
+	return m ? +m[1] * Math.pow(1024, ' kmg'.indexOf(m[2].toLowerCase() || ' ')) : NaN;
+}
+
+/*
+ * A size from min to max bytes. true, or why not. No datatype does it:
+ * LuCI's uinteger refuses 8M, which the daemon takes.
  */
 function size(value, min, max) {
-	const m = /^([0-9]+)([KkMmGg]?)$/.exec(value || '');
-	const n = m ? +m[1] * Math.pow(1024, ' kmg'.indexOf(m[2].toLowerCase() || ' ')) : NaN;
+	const n = sizeBytes(value);
 
 	if (!value || (n >= min && n <= max))
 		return true;
@@ -203,7 +212,28 @@ function finding(f, path) {
 	return E('div', { 'data-key': f.key, 'data-status': f.status }, [ status + ': ', ...line ]);
 }
 
-/* Each row of the status table: its id, its label, and its value from /stats. */
+/* --fetch-memory when fetch_memory is unset (src/config.c). */
+const fetchMemoryDefault = 33554432;
+
+/*
+ * The memory read-ahead and split downloads hold, of the applied
+ * fetch_memory the plugin reads (read_ahead_memory in an older config),
+ * and the fetches put off because it was full.
+ */
+function fetchMemory(s, st) {
+	const bound = st.fetch_memory ? sizeBytes(st.fetch_memory) : fetchMemoryDefault;
+
+	if (typeof(s.fetch_memory_bytes) != 'number')
+		return '-';
+	return _('%s in use, of %s; %s fetches put off while it, or a client\'s half of it, was full')
+		.format(bytes(s.fetch_memory_bytes + (s.fetch_records_bytes || 0)),
+			isNaN(bound) ? '-' : bytes(bound), count(s.fetch_throttled_total || 0));
+}
+
+/*
+ * Each row of the status table: its id, its label, and its value from
+ * /stats (and the plugin's whole answer).
+ */
 const statusRows = [
 	[ 'saved', _('Time saved by reused connections (estimate)'),
 		(s) => duration(s.saved_seconds_total) ],
@@ -213,6 +243,7 @@ const statusRows = [
 	[ 'readahead', _('… from read-ahead'),
 		(s) => count((s.readahead_hits_total || 0) + (s.readahead_joins_total || 0)) ],
 	[ 'local', _('… answered by the proxy itself'), (s) => count(s.local_responses_total) ],
+	[ 'fetch', _('Memory for read-ahead and split downloads'), fetchMemory ],
 	[ 'split', _('Split downloads'),
 		(s) => _('%s in pieces, %s pieces resumed, %s cut off (changed), %s hosts backed off to one connection')
 			.format(count(s.split_downloads_total || 0), count(s.split_resumes_total || 0),
@@ -266,7 +297,7 @@ return view.extend({
 		this.stateEl.textContent = _('%s, as of %s').format(what || 'keepalive-proxy',
 			new Date().toLocaleTimeString());
 		statusRows.forEach((row) => {
-			this.cells[row[0]].textContent = row[2](st.stats);
+			this.cells[row[0]].textContent = row[2](st.stats, st);
 		});
 	},
 
@@ -443,10 +474,29 @@ return view.extend({
 
 		o = s.taboption('readahead', form.Flag, 'read_ahead', _('Read ahead'));
 
-		o = s.taboption('readahead', form.Value, 'read_ahead_memory', _('Memory for read-ahead'),
-			_('Bytes, K, M or G after the number (64M), for all ranges fetched ahead at once, split downloads included; a client takes half at most.'));
+		o = s.taboption('readahead', form.Value, 'fetch_memory', _('Memory for read-ahead and split downloads'),
+			_('Bytes, K, M or G after the number (64M), for all that read-ahead and split downloads fetch and hold at once: the two share it, and one client takes half of it at most.'));
 		o.placeholder = '32M';
 		o.validate = (section_id, value) => size(value, 1048576, 17179869184);
+		/*
+		 * fetch_memory was read_ahead_memory, which the init script still
+		 * reads. A value set under that name shows here while fetch_memory
+		 * is unset, and a save writes it as fetch_memory, the old name
+		 * removed: form.js writes a field whose value is not what load()
+		 * gave, and removes one left empty.
+		 */
+		o.load = function(section_id) {
+			this.default = uci.get('keepalive-proxy', section_id, 'read_ahead_memory');
+			return uci.get('keepalive-proxy', section_id, 'fetch_memory');
+		};
+		o.write = function(section_id, value) {
+			uci.unset('keepalive-proxy', section_id, 'read_ahead_memory');
+			uci.set('keepalive-proxy', section_id, 'fetch_memory', value);
+		};
+		o.remove = function(section_id) {
+			uci.unset('keepalive-proxy', section_id, 'read_ahead_memory');
+			uci.unset('keepalive-proxy', section_id, 'fetch_memory');
+		};
 
 		o = s.taboption('readahead', form.DynamicList, 'split', _('Split downloads from'),
 			_('Hosts whose big downloads are fetched as ranges, ahead of the client, with a broken connection resumed: for origins that slow down a download asked for whole. Host names, *.domain patterns or IP addresses; HTTPS hosts need interception too.'));
