@@ -24,7 +24,7 @@
 /* Samples this far apart: every phase of the traffic lands in an interval of its own. */
 #define INTERVAL "0.2"
 #define PIECE 65536u
-#define OBJECT (2u * PIECE)
+#define OBJECT (3u * PIECE)
 #define WAIT_S 10.0
 
 static struct proxy px;
@@ -323,7 +323,7 @@ chart_paths(const char *dom, const char *id, unsigned n[], unsigned max, unsigne
 /* ---- The origins ---- */
 
 /*
- * /video.bin is a 128 KiB object served in byte ranges, as a downloader
+ * /video.bin is a 192 KiB object served in byte ranges, as a downloader
  * fetches a video; anything else is a short "ok".
  */
 static void
@@ -385,7 +385,7 @@ check_counters(const char *dom, const char *s, unsigned *bad)
 		"requests_on_new_connection_total", "local_responses_total", "queue_waits_total",
 		"queued_requests", "split_downloads_total", "split_pieces_total",
 		"split_resumes_total", "split_declined_total", "split_mismatches_total",
-		"split_backoffs_total",
+		"split_backoffs_total", "fetch_throttled_total",
 	};
 	static const char *const byte_counts[] = {
 		"bytes_to_clients_total", "bytes_to_upstreams_total", "bytes_spliced_total",
@@ -406,6 +406,10 @@ check_counters(const char *dom, const char *s, unsigned *bad)
 	fmt_count(want, sizeof(want),
 	          json_number(s, "readahead_hits_total") + json_number(s, "readahead_joins_total"));
 	check_shown(dom, "readahead_served", want, NAN, bad);
+	/* --fetch-memory in use: the pieces and what is kept about them, one number. */
+	fmt_bytes(want, sizeof(want),
+	          json_number(s, "fetch_memory_bytes") + json_number(s, "fetch_records_bytes"));
+	check_shown(dom, "fetch_memory_in_use", want, NAN, bad);
 	fmt_percent(want, sizeof(want), reused,
 	            reused + json_number(s, "requests_on_new_connection_total"));
 	check_shown(dom, "reuse_rate", want, NAN, bad);
@@ -534,12 +538,13 @@ page_shows_what_stats_says(void)
 	client_close(&c);
 	next_sample();
 	/*
-	 * A download in two ranges from the other: the first on a new
-	 * connection, the second from read-ahead, then a request on the
-	 * connection the fetch ahead left in the pool.
+	 * Two ranges of a download from the other: the first on a new
+	 * connection, the second from read-ahead, which then fetches the third
+	 * and holds it (for --read-ahead-ttl, longer than the test), then a
+	 * request on the connection the fetch ahead left in the pool.
 	 */
 	get_range(b, 0, PIECE - 1);
-	get_range(b, PIECE, OBJECT - 1);
+	get_range(b, PIECE, 2 * PIECE - 1);
 	all_idle();
 	expect_get(px.port, b, "/small", 200, "ok");
 	next_sample();
@@ -565,6 +570,9 @@ page_shows_what_stats_says(void)
 	check_host_row(dom, s, key_b, &bad);
 	if (bad)
 		fail_msg("%u numbers on the page differ from /stats:\n%.4000s", bad, s);
+	/* Read-ahead has fetched: the memory it takes is shown, not hidden as unused. */
+	if (!strstr(dom, "<section id=\"fetch\">"))
+		fail_msg("the page hides the memory for read-ahead and split downloads");
 	check_charts(dom, s);
 
 	/* And what they should be, from what the test did. */
@@ -584,7 +592,10 @@ page_shows_what_stats_says(void)
 	assert_int_equal(json_number(h, "requests"), 3);
 	assert_int_equal(json_number(h, "reused"), 1);
 	assert_int_equal(json_number(h, "readahead"), 1);
-	assert_int_equal(json_number(h, "readahead_bytes"), OBJECT - PIECE);
+	assert_int_equal(json_number(h, "readahead_bytes"), PIECE);
+	/* The memory line adds both: each must be there for the check above to tell. */
+	assert_true(json_number(s, "fetch_memory_bytes") >= PIECE);
+	assert_true(json_number(s, "fetch_records_bytes") > 0);
 	free(s);
 	free(dom);
 
