@@ -10,16 +10,13 @@
 #include "kp/cidr.h"
 #include "kp/config.h"
 #include "kp/evglue.h"
-#if KP_TLS
-#include "kp/hostpattern.h"
-#include "kp/intercept.h"
-#endif
 #include "kp/log.h"
 #include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/policy.h"
 #include "kp/stats.h"
-#include "kp/tls.h"
+
+#include "client_priv.h"
 
 /*
  * After the last response, wait this long for the client's EOF before
@@ -35,30 +32,7 @@
  */
 #define CLIENT_SPARES_MAX 256
 
-/* An intercepted CONNECT's: where every request inside goes. */
-struct intercepted {
-	struct http_target origin;   /* the CONNECT's host and port */
-	char key[DISPATCH_KEY_MAX];  /* the dispatch key of every request inside, made once */
-	char url_prefix[8 + sizeof(((struct http_target *)0)->key)]; /* "https://host:port", for
-	                              * the access log of requests in origin-form */
-};
-
-/*
- * What only a request in flight needs, most of a client's memory: kept
- * apart so that a keep-alive connection waiting for its next request
- * holds none of it.
- */
-struct client_request {
-	struct client *client;        /* whose request it is */
-	struct client_request *next;  /* the spare list's link */
-	struct http_parser parser;
-	struct http_head head;
-	struct exchange ex;
-	struct auth_waiter auth;      /* told whether the request's credentials passed a hash */
-};
-
 static void process_input(struct client *c);
-static void reply_local(struct client *c, int status, const char *why, bool keep_alive);
 static void linger_close(struct client *c);
 static void sync_watchers(struct client *c);
 
@@ -149,8 +123,8 @@ static const char *const state_names[] = {
 	[CLIENT_CLOSED] = "closed",
 };
 
-static void
-set_state(struct client *c, enum client_state next)
+void
+client_set_state(struct client *c, enum client_state next)
 {
 	log_trace("client fd %d: %s -> %s", c->conn.fd, state_names[c->state], state_names[next]);
 	c->state = next;
@@ -194,7 +168,7 @@ sync_watchers(struct client *c)
 		conn_watch(&c->conn, false, false);
 		break;
 	case CLIENT_INTERCEPTING:
-		/* Once the 200 is out the handshake says what it waits for (accept_step). */
+		/* Once the 200 is out, the handshake step says what it waits for. */
 		if (c->out)
 			conn_watch(&c->conn, false, true);
 		break;
@@ -332,11 +306,8 @@ client_close(struct client *c)
 	buf_put(c->in);
 	buf_put(c->out);
 	c->in = c->out = NULL;
-	tls_session_free(c->handshake);
-	c->handshake = NULL;
-	free(c->intercepted);
-	c->intercepted = NULL;
-	set_state(c, CLIENT_CLOSED);
+	client_intercept_release(c);
+	client_set_state(c, CLIENT_CLOSED);
 	kp_list_unlink(&c->link);
 	list->count--;
 	kp_stats.clients_active--;
@@ -392,7 +363,7 @@ linger_close(struct client *c)
 		client_close(c);
 		return;
 	}
-	set_state(c, CLIENT_LINGERING);
+	client_set_state(c, CLIENT_LINGERING);
 	sync_watchers(c);
 }
 
@@ -415,6 +386,15 @@ client_stop_if_idle(struct client *c)
 		client_close(c);
 }
 
+void
+client_read_next(struct client *c)
+{
+	exchange_reset(&c->req->ex);
+	http_parser_start(&c->req->parser, &c->req->head);
+	client_set_state(c, CLIENT_READING_HEAD);
+	process_input(c);
+}
+
 /* The exchange is over and the client may send another request. */
 static void
 next_request(struct client *c)
@@ -424,10 +404,7 @@ next_request(struct client *c)
 		linger_close(c);
 		return;
 	}
-	exchange_reset(&c->req->ex);
-	http_parser_start(&c->req->parser, &c->req->head);
-	set_state(c, CLIENT_READING_HEAD);
-	process_input(c);
+	client_read_next(c);
 }
 
 /* ---- responses the proxy makes itself ------------------------------------ */
@@ -463,13 +440,8 @@ count_refusal(int status)
 	}
 }
 
-/*
- * Sends what c->out holds, a response the proxy made. True once all of it
- * is out (the buffer is given back); false when the socket is full (the
- * watchers wait for it) or the client is gone (closed).
- */
-static bool
-send_out(struct client *c)
+bool
+client_send_out(struct client *c)
 {
 	while (c->out && buf_len(c->out)) {
 		ssize_t n = conn_send_two(&c->conn, buf_head(c->out), buf_len(c->out), NULL, 0);
@@ -493,7 +465,7 @@ send_out(struct client *c)
 static void
 flush_local(struct client *c)
 {
-	if (!send_out(c))
+	if (!client_send_out(c))
 		return;
 	if (!exchange_keeps_asker(&c->req->ex)) {
 		linger_close(c);
@@ -502,8 +474,8 @@ flush_local(struct client *c)
 	next_request(c);
 }
 
-static void
-reply_local(struct client *c, int status, const char *why, bool keep_alive)
+void
+client_reply_local(struct client *c, int status, const char *why, bool keep_alive)
 {
 	/* A client sending garbage in a loop must not flood the log. */
 	static struct log_limit refusals = LOG_LIMIT(0.1);
@@ -537,7 +509,7 @@ reply_local(struct client *c, int status, const char *why, bool keep_alive)
 	}
 	c->out->end += (size_t)n;
 	exchange_log(ex, status, (uint64_t)n, "local");
-	set_state(c, CLIENT_SENDING_LOCAL);
+	client_set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
 
@@ -552,7 +524,7 @@ client_of(struct exchange *ex)
 static void
 ex_reply(struct exchange *ex, int status, const char *why, bool keep_alive)
 {
-	reply_local(client_of(ex), status, why, keep_alive);
+	client_reply_local(client_of(ex), status, why, keep_alive);
 }
 
 static void
@@ -576,7 +548,7 @@ ex_finished(struct exchange *ex)
 static void
 ex_tunnel_opened(struct exchange *ex)
 {
-	set_state(client_of(ex), CLIENT_TUNNEL);
+	client_set_state(client_of(ex), CLIENT_TUNNEL);
 }
 
 static void
@@ -595,12 +567,11 @@ static const struct exchange_ops client_exchange_ops = {
 
 /* ---- requests ------------------------------------------------------------- */
 
-/* Answers a request whose head is parsed but not forwarded; the head is dropped. */
-static void
-refuse(struct client *c, int status, const char *why, bool keep_alive)
+void
+client_refuse(struct client *c, int status, const char *why, bool keep_alive)
 {
 	buf_consume(c->in, c->req->head.head_len);
-	reply_local(c, status, why, keep_alive);
+	client_reply_local(c, status, why, keep_alive);
 }
 
 /*
@@ -623,204 +594,15 @@ answer_as_final_recipient(struct client *c)
 	n = http_write_final_answer(buf_tail(c->out), buf_room(c->out), &c->req->head,
 	                            buf_head(c->in), keep_alive, c->req->head.minor);
 	if (n < 0) {
-		refuse(c, 431, "request head too large to reflect", false);
+		client_refuse(c, 431, "request head too large to reflect", false);
 		return;
 	}
 	buf_consume(c->in, c->req->head.head_len);
 	c->out->end += (size_t)n;
 	exchange_log(ex, 200, (uint64_t)n, "local");
-	set_state(c, CLIENT_SENDING_LOCAL);
+	client_set_state(c, CLIENT_SENDING_LOCAL);
 	flush_local(c);
 }
-
-/* ---- interception (--intercept) ------------------------------------------ */
-
-#if KP_TLS
-
-/*
- * Is this CONNECT one to answer with our own TLS? Its host must match a
- * pattern, this client must not have refused our certificate for it
- * lately, and nothing may have followed the CONNECT yet: bytes already read
- * would be the client's first TLS record, which the TLS layer must see
- * from the socket.
- */
-static bool
-should_intercept(struct client *c)
-{
-	const struct kp_config *cfg = c->env->cfg;
-	struct exchange *ex = &c->req->ex;
-
-	if (!c->env->tls || !host_patterns_match(cfg->intercept, cfg->nintercept,
-	                                              ex->target.host))
-		return false;
-	if (intercept_memory_has(c->env->refusals, &c->peer.sa, ex->target.key,
-	                         ev_now(c->env->loop))) {
-		kp_stats.intercept_skipped++;
-		return false;
-	}
-	if (buf_len(c->in) > c->req->head.head_len) {
-		log_debug("client fd %d: %s: bytes came with the CONNECT; tunnelled", c->conn.fd,
-		          ex->target.key);
-		return false;
-	}
-	return true;
-}
-
-/* Remembers a client that refused our certificate, so the host is tunnelled for it. */
-static void
-note_refusal(struct client *c)
-{
-	char peer[64];
-
-	kp_stats.intercept_refused++;
-	if (!intercept_memory_add(c->env->refusals, &c->peer.sa, c->intercepted->origin.key,
-	                          ev_now(c->env->loop)))
-		return;
-	log_info("client %s refused the certificate made for %s (%s): the app pins its "
-	         "certificates or does not trust the CA; tunnelling %s for it from now on",
-	         net_addr_text(&c->peer.sa, peer, sizeof(peer)), c->intercepted->origin.key,
-	         tls_failure(c->conn.tls), c->intercepted->origin.key);
-}
-
-/* Drives our handshake with the client; done, it reads requests like any client. */
-static void
-accept_step(struct client *c)
-{
-	switch (tls_handshake(c->conn.tls)) {
-	case TLS_STEP_DONE:
-		log_debug("client fd %d: TLS as %s established", c->conn.fd,
-		          c->intercepted->origin.key);
-		/* Stopping: no request has started here, so there is nothing to finish. */
-		if (c->env->draining) {
-			client_close(c);
-			return;
-		}
-		exchange_reset(&c->req->ex);
-		http_parser_start(&c->req->parser, &c->req->head);
-		set_state(c, CLIENT_READING_HEAD);
-		process_input(c);
-		return;
-	case TLS_STEP_WANT_READ:
-		conn_watch(&c->conn, true, false);
-		return;
-	case TLS_STEP_WANT_WRITE:
-		conn_watch(&c->conn, false, true);
-		return;
-	case TLS_STEP_FAILED:
-		if (tls_client_refused_certificate(c->conn.tls))
-			note_refusal(c);
-		else
-			log_debug("client fd %d: %s: %s", c->conn.fd, c->intercepted->origin.key,
-			          tls_failure(c->conn.tls));
-		client_close(c);
-		return;
-	}
-}
-
-/* Sends the rest of the 200; once it is out, the TLS layer takes the socket. */
-static void
-intercept_flush(struct client *c)
-{
-	if (!send_out(c))
-		return;
-	tls_attach(&c->conn, c->handshake);
-	c->handshake = NULL;
-	accept_step(c);
-}
-
-/*
- * Answers the CONNECT ourselves (no origin is contacted yet: requests
- * inside go through dispatch like any other), then plays the origin with a
- * certificate minted for the host.
- */
-static void
-intercept(struct client *c)
-{
-	static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-	struct exchange *ex = &c->req->ex;
-	const char *why = NULL;
-
-	buf_consume(c->in, c->req->head.head_len);
-	if (!(c->handshake = tls_accept(c->env->tls, c->conn.fd, ex->target.host, &why))) {
-		reply_local(c, 502, why, false);
-		return;
-	}
-	if (!(c->intercepted = malloc(sizeof(*c->intercepted))) || !(c->out = buf_get())) {
-		client_close(c);
-		return;
-	}
-	c->intercepted->origin = ex->target;
-	/* Every request inside goes to this origin: its pool key is made once. */
-	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->owner.restricted);
-	snprintf(c->intercepted->url_prefix, sizeof(c->intercepted->url_prefix), "https://%s",
-	         ex->target.key);
-	ex->owner.https = true;
-	ex->owner.fixed_key = c->intercepted->key;
-	kp_stats.intercepted++;
-	memcpy(buf_tail(c->out), established, sizeof(established) - 1);
-	c->out->end += sizeof(established) - 1;
-	exchange_log(ex, 200, 0, "intercepted");
-	set_state(c, CLIENT_INTERCEPTING);
-	intercept_flush(c);
-}
-
-/* A request inside an intercepted CONNECT goes to the CONNECT's origin; false: refused. */
-static bool
-admit_inner_target(struct client *c)
-{
-	struct exchange *ex = &c->req->ex;
-	const struct http_head *h = &c->req->head;
-	const char *base = buf_head(c->in);
-
-	if (c->req->head.method == HTTP_CONNECT) {
-		refuse(c, 400, "CONNECT inside an intercepted connection", false);
-		return false;
-	}
-	if (http_parse_inner_target(base + h->url.off, h->url.len, h, base,
-	                            &c->intercepted->origin, &ex->target)) {
-		refuse(c, 400, "a request here must name a path on the intercepted host", true);
-		return false;
-	}
-	return true;
-}
-#else
-/*
- * Built without TLS: no CONNECT is intercepted, so no client ever reaches
- * CLIENT_INTERCEPTING or holds an intercepted origin; these only let the
- * state machine read the same in both builds.
- */
-static bool
-should_intercept(struct client *c)
-{
-	(void)c;
-	return false;
-}
-
-static void
-intercept(struct client *c)
-{
-	(void)c;
-}
-
-static void
-accept_step(struct client *c)
-{
-	(void)c;
-}
-
-static void
-intercept_flush(struct client *c)
-{
-	(void)c;
-}
-
-static bool
-admit_inner_target(struct client *c)
-{
-	(void)c;
-	return false;
-}
-#endif
 
 /*
  * The policy's verdict on the parsed request. auth: the users its
@@ -853,11 +635,12 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 	int status;
 
 	if (verdict->status) {
-		refuse(c, verdict->status, verdict->why, h->method != HTTP_CONNECT && !verdict->close);
+		client_refuse(c, verdict->status, verdict->why,
+		              h->method != HTTP_CONNECT && !verdict->close);
 		return;
 	}
-	if (h->method == HTTP_CONNECT && should_intercept(c)) {
-		intercept(c);
+	if (h->method == HTTP_CONNECT && client_intercept_wanted(c)) {
+		client_intercept_start(c);
 		return;
 	}
 	if (http_max_forwards(h, buf_head(c->in)) == 0) {
@@ -865,10 +648,10 @@ admit_judged(struct client *c, const struct policy_verdict *verdict)
 		return;
 	}
 	/* Forwarding first: an answer may come before exchange_forward() returns. */
-	set_state(c, CLIENT_FORWARDING);
+	client_set_state(c, CLIENT_FORWARDING);
 	status = exchange_forward(ex, h, NULL, &why);
 	if (status)
-		refuse(c, status, why, false);
+		client_refuse(c, status, why, false);
 	else if (c->state == CLIENT_FORWARDING && exchange_waiting(ex))
 		sync_watchers(c);
 }
@@ -889,24 +672,24 @@ admit_request(struct client *c)
 	          llhttp_method_name((llhttp_method_t)h->method), (int)h->url.len,
 	          base + h->url.off, h->major, h->minor);
 	if (h->major != 1) {
-		refuse(c, 505, "only HTTP/1.x is spoken here", false);
+		client_refuse(c, 505, "only HTTP/1.x is spoken here", false);
 		return;
 	}
 	if (c->intercepted) {
 		/* Inside an intercepted CONNECT: the origin is the one the tunnel was asked for. */
-		if (!admit_inner_target(c))
+		if (!client_intercept_admit(c))
 			return;
 	} else if (c->req->head.method == HTTP_CONNECT) {
 		/* What follows the head belongs to the tunnel: never keep-alive here. */
 		if (http_parse_authority(base + h->url.off, h->url.len, &ex->target)) {
-			refuse(c, 400, "CONNECT needs host:port", false);
+			client_refuse(c, 400, "CONNECT needs host:port", false);
 			return;
 		}
 	} else {
 		status = http_parse_target(base + h->url.off, h->url.len, &ex->target);
 	}
 	if (status) {
-		refuse(c, status,
+		client_refuse(c, status,
 		       status == 501 ? "only http:// URLs are proxied"
 		                     : "the request-target must be an absolute http:// URL",
 		       true);
@@ -914,7 +697,7 @@ admit_request(struct client *c)
 	}
 	judge(c, &verdict, c->intercepted ? NULL : c->env->auth);
 	if (verdict.pending) {
-		set_state(c, CLIENT_AUTHENTICATING);
+		client_set_state(c, CLIENT_AUTHENTICATING);
 		sync_watchers(c);
 		return;
 	}
@@ -929,7 +712,8 @@ authenticated(struct auth_waiter *w, bool granted)
 	struct policy_verdict verdict;
 
 	if (!granted) {
-		refuse(c, 407, "wrong proxy credentials", c->req->head.method != HTTP_CONNECT);
+		client_refuse(c, 407, "wrong proxy credentials",
+		              c->req->head.method != HTTP_CONNECT);
 		return;
 	}
 	judge(c, &verdict, NULL);
@@ -989,7 +773,7 @@ process_input(struct client *c)
 			c->processing_input = false;
 			return;
 		case HTTP_PARSE_ERROR:
-			reply_local(c, head_error_status(&c->req->parser),
+			client_reply_local(c, head_error_status(&c->req->parser),
 			            http_parser_error_text(&c->req->parser), false);
 			break;
 		case HTTP_PARSE_DONE:
@@ -1033,7 +817,7 @@ client_readable(struct client *c)
 	if (c->state == CLIENT_INTERCEPTING) {
 		/* The ClientHello waits in the socket until the 200 is out and TLS is on. */
 		if (!c->out)
-			accept_step(c);
+			client_intercept_handshake(c);
 		return;
 	}
 	if (client_fill(c) == MOVE_ERROR) {
@@ -1065,9 +849,9 @@ client_writable(struct client *c)
 	else if (c->state == CLIENT_SENDING_LOCAL)
 		flush_local(c);
 	else if (c->state == CLIENT_INTERCEPTING && c->out)
-		intercept_flush(c);
+		client_intercept_flush(c);
 	else if (c->state == CLIENT_INTERCEPTING)
-		accept_step(c);
+		client_intercept_handshake(c);
 	else
 		sync_watchers(c);
 }
@@ -1099,13 +883,13 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	case CLIENT_READING_HEAD:
 		c->head_started = 0;
 		if (c->req && c->in && buf_len(c->in))
-			reply_local(c, 408, "request head not received in time", false);
+			client_reply_local(c, 408, "request head not received in time", false);
 		else
 			client_close(c);
 		break;
 	case CLIENT_AUTHENTICATING:
 		auth_cancel(&c->req->auth);
-		refuse(c, 503, "proxy credentials not checked in time", false);
+		client_refuse(c, 503, "proxy credentials not checked in time", false);
 		break;
 	case CLIENT_FORWARDING:
 	case CLIENT_TUNNEL:
