@@ -65,7 +65,7 @@ state_timeout(const struct client *c)
 static void
 touch(struct client *c)
 {
-	c->last_activity = ev_now(c->env->loop);
+	c->last_activity = clock_now(c->env->clock);
 }
 
 /*
@@ -84,32 +84,31 @@ deadline(const struct client *c)
 	return at;
 }
 
-/* The first bytes of a head arrived: its own deadline starts now. */
+/*
+ * The first bytes of a head arrived: its own deadline starts now, and may
+ * fall before the one the timer waits for, so the timer is set for
+ * whichever comes first.
+ */
 static void
 head_begins(struct client *c)
 {
-	ev_tstamp left;
-
 	if (c->head_started > 0)
 		return;
-	c->head_started = ev_now(c->env->loop);
-	left = clock_deadline_left(deadline(c), c->head_started);
-	if (left < c->timer.repeat || !ev_is_active(&c->timer)) {
-		c->timer.repeat = left > 0 ? left : 0.001;
-		ev_timer_again(c->env->loop, &c->timer);
-	}
+	c->head_started = clock_now(c->env->clock);
+	clock_timer_start(&c->timer, clock_deadline_left(deadline(c), c->head_started));
 }
 
 /* The deadline moved to another kind of wait: count it from now. */
 static void
 rearm(struct client *c)
 {
+	double timeout = state_timeout(c);
+
 	touch(c);
-	c->timer.repeat = state_timeout(c);
-	if (c->timer.repeat > 0)
-		ev_timer_again(c->env->loop, &c->timer);
+	if (timeout > 0)
+		clock_timer_start(&c->timer, timeout);
 	else
-		ev_timer_stop(c->env->loop, &c->timer);
+		clock_timer_stop(&c->timer);
 }
 
 static const char *const state_names[] = {
@@ -301,7 +300,7 @@ client_close(struct client *c)
 		auth_cancel(&c->req->auth);
 		exchange_release(&c->req->ex);
 	}
-	ev_timer_stop(c->env->loop, &c->timer);
+	clock_timer_stop(&c->timer);
 	conn_close(&c->conn);
 	buf_put(c->in);
 	buf_put(c->out);
@@ -618,7 +617,7 @@ judge(struct client *c, struct policy_verdict *verdict, const struct auth *auth)
 		.target = &c->req->ex.target,
 		.client = &c->peer.sa,
 		.auth = auth,
-		.now = ev_now(c->env->loop),
+		.now = clock_now(c->env->clock),
 		.waiter = &c->req->auth,
 	};
 
@@ -867,16 +866,19 @@ client_io(struct conn *conn, int revents)
 		client_writable(c);
 }
 
+/*
+ * Bytes moving only note the time (touch), so the timer may fire before
+ * the deadline it was set for has moved on: it is then set again for what
+ * is left (libev's manual, "Be smart about timeouts").
+ */
 static void
-timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+timer_fired(struct clock_timer *t)
 {
-	struct client *c = container_of(w, struct client, timer);
-	double left = clock_deadline_left(deadline(c), ev_now(loop));
+	struct client *c = container_of(t, struct client, timer);
+	double left = clock_deadline_left(deadline(c), clock_now(c->env->clock));
 
-	(void)revents;
 	if (left > 0) {
-		w->repeat = left;
-		ev_timer_again(loop, w);
+		clock_timer_start(t, left);
 		return;
 	}
 	switch (c->state) {
@@ -917,7 +919,7 @@ client_new(const struct proxy_env *env, struct client_list *list, int fd,
 	c->list = list;
 	c->peer = *peer;
 	conn_init(&c->conn, env->loop, fd, &conn_tcp_ops, client_io);
-	ev_init(&c->timer, timer_cb);
+	clock_timer_init(&c->timer, env->clock, timer_fired);
 	/* Once per client: its requests never share connections with local ones. */
 	c->restricted = !cidr_is_loopback(&c->peer.sa);
 	kp_list_insert_head(&list->live, &c->link);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "client_priv.h"
+#include "kp/clock.h"
 #include "kp/config.h"
 #include "kp/hostpattern.h"
 #include "kp/intercept.h"
@@ -36,7 +37,7 @@ client_intercept_wanted(struct client *c)
 	                                              ex->target.host))
 		return false;
 	if (intercept_memory_has(c->env->refusals, &c->peer.sa, ex->target.key,
-	                         ev_now(c->env->loop))) {
+	                         clock_now(c->env->clock))) {
 		kp_stats.intercept_skipped++;
 		return false;
 	}
@@ -56,7 +57,7 @@ note_refusal(struct client *c)
 
 	kp_stats.intercept_refused++;
 	if (!intercept_memory_add(c->env->refusals, &c->peer.sa, c->intercepted->origin.key,
-	                          ev_now(c->env->loop)))
+	                          clock_now(c->env->clock)))
 		return;
 	log_info("client %s refused the certificate made for %s (%s): the app pins its "
 	         "certificates or does not trust the CA; tunnelling %s for it from now on",

@@ -13,6 +13,7 @@
 
 #include "kp/auth.h"
 #include "kp/buf.h"
+#include "kp/clock.h"
 #include "kp/conn.h"
 #include "kp/dns.h"
 #include "kp/env.h"
@@ -56,8 +57,9 @@ enum client_state {
 struct client {
 	enum client_state state;
 	struct conn conn;             /* the client's socket; conn.eof: it shut its sending side */
-	ev_timer timer;               /* one deadline, recomputed from last_activity; off while
-	                               * the exchange keeps its own (forwarding, tunnel) */
+	struct clock_timer timer;     /* one deadline, on env->clock, recomputed from
+	                               * last_activity when it fires; off while the exchange
+	                               * keeps its own (forwarding, tunnel) */
 	ev_tstamp last_activity;
 	ev_tstamp head_started;       /* first byte of the head being read; 0: none yet */
 	const struct proxy_env *env;
