@@ -1,8 +1,9 @@
 /*
  * HTTP/1.x message heads: llhttp glue that records where every part of a
- * head lies, parsing of absolute-form request-targets, and the rewriting a
- * forward proxy owes both directions (RFC 9110 7.6, RFC 9112 3.2.2).
- * Nothing here does I/O; bodies are framing.c's business.
+ * head lies, and the rewriting a forward proxy owes both directions (RFC
+ * 9110 7.6, RFC 9112 3.2.2). Request-targets have a header of their own
+ * (http_target.h), included here since the head writer takes one. Nothing
+ * here does I/O; bodies are framing.c's business.
  */
 #ifndef KP_HTTP_H
 #define KP_HTTP_H
@@ -15,6 +16,7 @@
 #include <llhttp.h>
 
 #include "kp/framing.h"
+#include "kp/http_target.h"
 
 /* Fields beyond this many make a head "too large" (431 / 502). */
 #define HTTP_MAX_FIELDS 100
@@ -103,50 +105,6 @@ bool http_span_is(const char *base, struct http_span s, const char *word);
 bool http_list_has(const char *base, struct http_span s, const char *word);
 /* Is every comma-separated token in s word (case-insensitive; an empty list is)? */
 bool http_list_only(const char *base, struct http_span s, const char *word);
-
-/*
- * host:port with its NUL, the pool key: a name of up to 255 bytes or a
- * bracketed IPv6 literal, a colon, a port.
- */
-#define HTTP_KEY_MAX 272
-/*
- * A key for the connections to host:port: HTTP_KEY_MAX with a scheme
- * before it and a note after it ("https://", " (lan)"; dispatch_key_compose).
- */
-#define HTTP_CONN_KEY_MAX (HTTP_KEY_MAX + 16)
-
-/* The absolute-form request-target of a forward proxy request. */
-struct http_target {
-	char host[256];        /* lower case; IPv6 without brackets */
-	char authority[264];   /* as written in the URI (host[:port]), for Host */
-	char key[HTTP_KEY_MAX];   /* host:port, the pool key */
-	const char *path;      /* origin-form: points into the message, "/" if empty */
-	size_t path_len;
-	uint16_t port;
-	bool ipv6_literal;
-	bool path_empty;       /* no path and no query: OPTIONS goes on as "*" */
-};
-
-/*
- * Parses "http://authority/path?query". Returns 0, or the status to answer:
- * 400 for a malformed or origin-form target, 501 for another scheme.
- */
-int http_parse_target(const char *url, size_t len, struct http_target *t);
-
-/*
- * A request inside an intercepted CONNECT to origin: origin-form ("/path"),
- * "*" for OPTIONS, or "https://" absolute form naming that same host:port.
- * t gets origin's host, port and key, the path, and as authority the
- * client's Host field (else the CONNECT's host). 0 or 400.
- */
-#if KP_TLS
-int http_parse_inner_target(const char *url, size_t len, const struct http_head *h,
-                            const char *base, const struct http_target *origin,
-                            struct http_target *t);
-#endif
-
-/* CONNECT's authority-form "host:port" (port required). 0 or 400. */
-int http_parse_authority(const char *s, size_t len, struct http_target *t);
 
 /* Does the request ask to switch protocols (Upgrade named in Connection)? */
 static inline bool
