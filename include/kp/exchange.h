@@ -198,8 +198,8 @@ struct exchange_private {
 /*
  * An exchange: the owner's part (it sets owner, and parses the target of
  * each request into target before exchange_forward) and the exchange's
- * own (priv), which only exchange.c touches; everything else an owner
- * learns through the functions below.
+ * own (priv), which only its own files (exchange.c, exchange_response.c)
+ * touch; everything else an owner learns through the functions below.
  */
 struct exchange {
 	struct exchange_owner owner;

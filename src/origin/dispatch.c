@@ -1,3 +1,10 @@
+/*
+ * Dispatch, the proxy's connection pool: which request gets which
+ * connection (the per-host queues, the cap, the connect race), every
+ * upstream connection's life from connect to free, the idle pool, and the
+ * checker that starts what a queue is owed at the end of each iteration.
+ * Fetches ahead written on a busy connection are dispatch_pipeline.c's.
+ */
 #include "kp/dispatch.h"
 
 #include <stdlib.h>
@@ -9,63 +16,7 @@
 #include "kp/pool.h"
 #include "kp/stats.h"
 
-/* Keys up to this long (with the NUL) are kept in the connection itself. */
-#define CONN_KEY_INLINE 64
-
-/*
- * Everything dispatch knows about one host:port. It lives while the host
- * has a connection (connecting, busy or idle) or a waiting request, and is
- * freed by the checker once it has neither.
- */
-struct dispatch_host {
-	struct table_node node;          /* in d->hosts, keyed by key */
-	struct dispatch *d;
-	struct kp_list queue;            /* client requests waiting, oldest first */
-	unsigned queued;
-	struct kp_list bg_queue;         /* the proxy's own requests waiting, oldest first */
-	unsigned bg_queued;
-	unsigned open;                   /* counted connections: connecting, busy or idle */
-	unsigned racing;                 /* unbound connects in flight (race mode) */
-	unsigned background_busy;        /* connections carrying a background request */
-	struct dispatch_host *check_next;
-	bool to_check;                   /* on d->to_check */
-	uint16_t port;
-	bool restricted;                 /* its connections obey the destination rules */
-	bool tls;                        /* its connections speak TLS */
-	/*
-	 * The origin refused more connections than it allows: none opens and
-	 * none goes idle while more than keep are open (dispatch_shrink_host).
-	 */
-	bool shrinking;
-	unsigned keep;
-	char name[256];
-};
-
-/* One connection and dispatch's bookkeeping around it. */
-struct dispatch_conn {
-	struct upstream up;              /* the connection; up.src is what an exchange reads */
-	struct dispatch *d;
-	struct dispatch_host *host;      /* counted against this host's cap; NULL: not counted */
-	struct dispatch_waiter *trigger; /* connecting: whose arrival started it */
-	bool bound;                      /* the connect belongs to trigger alone (fresh, tunnel) */
-	bool racing;                     /* counted in host->racing */
-	bool background;                 /* carrying a background request: counted in host->background_busy */
-	/* Requests written behind the one in progress, answered in this order (RFC 9112 9.3.2). */
-	struct kp_list pipelined;
-	unsigned piped;                  /* how many */
-	bool sent;                       /* the request in progress is all written */
-	bool from_pipeline;              /* the exchange in progress was pipelined */
-	bool pipelines;                  /* it answered a pipelined request correctly */
-	bool spoiled;                    /* an answer on its way is nobody's: never reused */
-	struct pool_entry idle;          /* pool membership and idle expiry */
-	struct kp_list link;             /* in d->live while open, then in d->dead until freed */
-	/*
-	 * up.key. Connections are all one size, to pack them in a slab (slab.h),
-	 * so a key longer than most is allocated apart.
-	 */
-	char *long_key;                  /* NULL: the key is in key */
-	char key[CONN_KEY_INLINE];
-};
+#include "dispatch_priv.h"
 
 const char *const dispatch_source_names[4] = {
 	[DISPATCH_FROM_POOL] = "pooled",
@@ -101,7 +52,7 @@ host_get(struct dispatch *d, const struct dispatch_target *t)
 }
 
 /* The checker looks at h at the end of this loop iteration. */
-static void
+void
 schedule_check(struct dispatch_host *h)
 {
 	if (h->to_check)
@@ -134,14 +85,7 @@ under_cap(struct dispatch_host *h)
 
 /* ---- the queues ----------------------------------------------------------- */
 
-/* The request that has waited longest in a queue, or NULL. */
-static struct dispatch_waiter *
-oldest_in(const struct kp_list *queue)
-{
-	return KP_LIST_FIRST(queue, struct dispatch_waiter, link);
-}
-
-static void
+void
 enqueue(struct dispatch_host *h, struct dispatch_waiter *w, bool background)
 {
 	w->host = h;
@@ -155,7 +99,7 @@ enqueue(struct dispatch_host *h, struct dispatch_waiter *w, bool background)
 	kp_stats.queued++;
 }
 
-static void
+void
 dequeue(struct dispatch_waiter *w)
 {
 	struct dispatch_host *h = w->host;
@@ -246,141 +190,6 @@ uncount(struct dispatch_conn *dc)
 	h->open--;
 	dc->host = NULL;
 	schedule_check(h);
-}
-
-/* ---- pipelining: requests written on a busy connection ------------------- */
-
-/* Takes w off the list of requests pipelined on its connection. */
-static void
-unlink_piped(struct dispatch_waiter *w)
-{
-	struct dispatch_conn *dc = w->piped_on;
-
-	kp_list_unlink(&w->link);
-	w->piped_on = NULL;
-	dc->piped--;
-}
-
-static struct dispatch_waiter *
-unpipe_oldest(struct dispatch_conn *dc)
-{
-	struct dispatch_waiter *w = oldest_in(&dc->pipelined);
-
-	if (w)
-		unlink_piped(w);
-	return w;
-}
-
-/* w no longer wants the answer written for it: the connection cannot be reused after it. */
-static void
-unpipe(struct dispatch_waiter *w)
-{
-	struct dispatch_conn *dc = w->piped_on;
-
-	unlink_piped(w);
-	dc->spoiled = true;
-}
-
-/*
- * Their answers will never come on dc: each goes back to its host's queue,
- * oldest first, to be sent again on another connection (a GET never
- * answered may be asked again); without a host, it fails.
- */
-static void
-requeue_piped(struct dispatch_conn *dc, struct dispatch_host *h)
-{
-	struct dispatch_waiter *w;
-
-	while ((w = unpipe_oldest(dc)) != NULL) {
-		if (!h) {
-			w->failed(w, 502, "the connection closed before a pipelined request was answered");
-			continue;
-		}
-		/* One a client joined meanwhile is a client's request now: it may connect. */
-		enqueue(h, w, w->background);
-		schedule_check(h);
-	}
-}
-
-/*
- * May a fetch ahead be written on dc now, behind the request in progress?
- * Only on a connection whose origin has answered a pipelined request
- * correctly, or, to find that out, behind another fetch ahead: a client
- * request never shares a connection with a first try. At most
- * --read-ahead-depth behind one in progress.
- */
-static bool
-can_pipeline(const struct dispatch_conn *dc)
-{
-	const struct conn *c = &dc->up.src.conn;
-
-	/* One the origin closed is still busy while its exchange finds out: not that one. */
-	return dc->host && dc->up.state == UPSTREAM_BUSY && dc->sent && !dc->spoiled &&
-	       !c->eof && !c->reset && !c->write_failed &&
-	       dc->piped < dc->d->cfg->read_ahead_depth && (dc->pipelines || dc->background);
-}
-
-/*
- * Writes w's request on dc. True when it went out whole; false when the
- * socket took none of it (try elsewhere or later). A request cut short
- * spoils the connection and fails w.
- */
-static bool
-pipeline_onto(struct dispatch_conn *dc, struct dispatch_waiter *w)
-{
-	ssize_t n = conn_send_two(&dc->up.src.conn, w->request, w->request_len, NULL, 0);
-
-	if (n == 0) {
-		/*
-		 * TLS may have taken the record and queued it even so: it would go
-		 * out in front of whatever is written next, so nothing is.
-		 */
-		if (dc->up.tls)
-			dc->spoiled = true;
-		return false;
-	}
-	if (w->host)
-		dequeue(w);
-	if (n != (ssize_t)w->request_len) {
-		dc->spoiled = true;
-		w->failed(w, 502, "a pipelined request could not be written whole");
-		return true;
-	}
-	kp_stats.bytes_to_upstreams += (uint64_t)n;
-	w->piped_on = dc;
-	w->background = true;
-	kp_list_insert_tail(&dc->pipelined, &w->link);
-	dc->piped++;
-	kp_stats.upstream_pipelined++;
-	log_debug("upstream %s fd %d: request pipelined (%u behind the one in progress)",
-	          dc->up.key, dc->up.src.conn.fd, dc->piped);
-	return true;
-}
-
-/* A new fetch ahead: on a busy connection of its host that may take it, if there is one. */
-static bool
-pipeline_somewhere(struct dispatch_host *h, struct dispatch_waiter *w)
-{
-	if (!w->request)
-		return false;
-	KP_LIST_EACH(dc, &h->d->live, struct dispatch_conn, link)
-		if (dc->host == h && can_pipeline(dc))
-			return pipeline_onto(dc, w);
-	return false;
-}
-
-/* dc's request went out: the fetches ahead waiting for its host may follow it. */
-static void
-pipeline_waiting(struct dispatch_conn *dc)
-{
-	struct dispatch_host *h = dc->host;
-
-	if (!h)
-		return;
-	KP_LIST_EACH_SAFE(w, next, &h->bg_queue, struct dispatch_waiter, link) {
-		if (!can_pipeline(dc) || (w->request && !pipeline_onto(dc, w)))
-			break;
-	}
 }
 
 /* The connection closed: forget it; it is freed at the end of the iteration. */
@@ -702,38 +511,6 @@ end_background(struct dispatch_conn *dc)
 	if (dc->background && dc->host)
 		dc->host->background_busy--;
 	dc->background = false;
-}
-
-/*
- * The exchange in progress is over and requests were pipelined behind it:
- * the oldest gets the connection as it is, with whatever of its answer
- * was already read. If the one before did not end cleanly, no answer
- * behind it can be trusted.
- */
-static void
-serve_piped(struct dispatch_conn *dc, bool reusable)
-{
-	struct dispatch_waiter *w;
-
-	upstream_end(&dc->up);
-	if (!reusable || dc->spoiled) {
-		upstream_close(&dc->up);   /* the pipelined ones go back to the queue */
-		return;
-	}
-	w = unpipe_oldest(dc);
-	if (w->background && dc->host) {
-		dc->background = true;
-		dc->host->background_busy++;
-	}
-	/* Its request is written already: the next fetch may follow it at once. */
-	dc->sent = dc->from_pipeline = true;
-	upstream_continue(&dc->up);
-	w->source = DISPATCH_FROM_PIPELINE;
-	log_debug("upstream %s fd %d: pipelined (exchange %u)", dc->up.key, dc->up.src.conn.fd,
-	          dc->up.exchanges + 1);
-	w->ready(w, &dc->up.src);
-	if (dc->up.state == UPSTREAM_BUSY && dc->host && dc->sent)
-		pipeline_waiting(dc);
 }
 
 static void
