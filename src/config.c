@@ -12,12 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void
-config_defaults(struct kp_config *cfg)
+/* Connections to origins: how long idle ones stay, how many, how they are probed. */
+static void
+pool_defaults(struct kp_config *cfg)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->bind_addr = "127.0.0.1";
-	cfg->port = 9250;
 	/*
 	 * Below the 60-75 s that common origins and load balancers keep idle
 	 * connections, so the proxy usually closes first and seldom races an
@@ -42,6 +40,12 @@ config_defaults(struct kp_config *cfg)
 	 * one small packet per idle connection every 15 s.
 	 */
 	cfg->tcp_keepalive = 15;
+}
+
+/* How long each kind of wait may last, and the wait for a clean stop. */
+static void
+timeout_defaults(struct kp_config *cfg)
+{
 	cfg->connect_timeout = 10;
 	cfg->response_timeout = 60;
 	cfg->io_timeout = 300;
@@ -52,10 +56,6 @@ config_defaults(struct kp_config *cfg)
 	 * no longer holds its connection for as long as it likes.
 	 */
 	cfg->header_timeout = 30;
-	cfg->max_header_bytes = 32768;
-	cfg->max_url_bytes = 8192;
-	cfg->max_clients = 10000;
-	cfg->dns_cache_ttl = 60;
 	/*
 	 * Long: an idle HTTPS or WebSocket connection often waits minutes between
 	 * bursts, and closing it costs the client a new TLS handshake.
@@ -67,6 +67,16 @@ config_defaults(struct kp_config *cfg)
 	 * 5 s before it kills, so routers should lower it (--grace 4).
 	 */
 	cfg->grace = 10;
+}
+
+/* What is sized or capped: heads, clients, CONNECT's ports, pipes, caches. */
+static void
+size_defaults(struct kp_config *cfg)
+{
+	cfg->max_header_bytes = 32768;
+	cfg->max_url_bytes = 8192;
+	cfg->max_clients = 10000;
+	cfg->dns_cache_ttl = 60;
 	cfg->connect_ports[443 / 8] |= 1u << (443 % 8);
 	/*
 	 * 1 MiB: what Linux lets any user ask for (fs.pipe-max-size), and on
@@ -76,6 +86,12 @@ config_defaults(struct kp_config *cfg)
 	cfg->pipe_size = 1048576;
 	/* A few hundred hosts is more than a household visits in a day; each leaf is ~1 KiB. */
 	cfg->leaf_cache = 256;
+}
+
+/* Read-ahead and split: the memory their fetches may take, and their pieces. */
+static void
+readahead_defaults(struct kp_config *cfg)
+{
 	/*
 	 * 32 MiB: a dozen 2 MiB pieces, for a few downloads at once, without
 	 * taking a small router's memory; a desktop can give far more.
@@ -91,6 +107,18 @@ config_defaults(struct kp_config *cfg)
 	 */
 	cfg->split_size = 8u << 20;
 	cfg->split_connections = 1;
+}
+
+void
+config_defaults(struct kp_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->bind_addr = "127.0.0.1";
+	cfg->port = 9250;
+	pool_defaults(cfg);
+	timeout_defaults(cfg);
+	size_defaults(cfg);
+	readahead_defaults(cfg);
 	/*
 	 * 90 intervals of 10 s: the dashboard's 15 minutes, fine enough to show
 	 * a download of a minute, in a ring of 5 KiB (history.h).

@@ -380,8 +380,12 @@ load_tls(struct server *srv)
 #endif
 }
 
-int
-server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
+/*
+ * The server's fields and the process-wide buffer and pipe pools: nothing
+ * here can fail, so a shutdown after any later failure finds them set.
+ */
+static void
+init_fields(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
 {
 	memset(srv, 0, sizeof(*srv));
 	/* Shut down safely even if init stops before the stats page's own. */
@@ -402,6 +406,18 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	buf_init(cfg->max_header_bytes + 1024);
 	/* Sixteen spare pipes (32 fds) absorb churn without pinning fds for long. */
 	pipes_init(cfg->pipe_size, 16, &srv->fds);
+}
+
+/*
+ * The parts the listener's clients will need: the resolver, the stats
+ * page, the access log, TLS, dispatch, read-ahead and the per-host counts.
+ */
+static int
+start_parts(struct server *srv)
+{
+	struct ev_loop *loop = srv->loop;
+	const struct kp_config *cfg = srv->cfg;
+
 	if (dns_init(loop, cfg) < 0) {
 		log_error("cannot start the resolver thread");
 		return -1;
@@ -426,22 +442,16 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	}
 	if (srv->readahead)
 		srv->env.hooks = readahead_hooks(srv->readahead);
-	srv->listener.fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
-	if (srv->listener.fd < 0) {
-		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
-		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
-		return -1;
-	}
-	if (write_pidfile(srv) < 0 || drop_privileges(cfg) < 0)
-		return -1;
-	/*
-	 * Root may set any congestion control the kernel has; the -u user only
-	 * the allowed ones. Checked again as that user, or every upstream
-	 * connect would fail with EPERM and every request with a 502.
-	 */
-	if (cfg->user && check_upstream_tuning(cfg) < 0)
-		return -1;
-	log_host_limits(cfg);
+	return 0;
+}
+
+/* The proxy's port is served from here on; the signals, timers and the reaper watch. */
+static void
+start_watchers(struct server *srv)
+{
+	struct ev_loop *loop = srv->loop;
+	const struct kp_config *cfg = srv->cfg;
+
 	listener_start(&srv->listener, loop, srv->listener.fd, cfg, &client_listener_ops, "proxy");
 	ev_init(&srv->grace_timer, grace_cb);
 	ev_timer_init(&srv->trim_timer, trim_cb, TRIM_SECONDS, TRIM_SECONDS);
@@ -458,6 +468,31 @@ server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	ev_signal_start(loop, &srv->sighup_watcher);
 	ev_prepare_init(&srv->reaper, reaper_cb);
 	ev_prepare_start(loop, &srv->reaper);
+}
+
+int
+server_init(struct server *srv, struct ev_loop *loop, const struct kp_config *cfg)
+{
+	init_fields(srv, loop, cfg);
+	if (start_parts(srv) < 0)
+		return -1;
+	srv->listener.fd = net_listen(cfg->bind_addr, cfg->port, 1024, cfg);
+	if (srv->listener.fd < 0) {
+		log_error("cannot listen on %s port %u: %s", cfg->bind_addr, cfg->port,
+		          errno == EINVAL ? "not a numeric IPv4 or IPv6 address" : strerror(errno));
+		return -1;
+	}
+	if (write_pidfile(srv) < 0 || drop_privileges(cfg) < 0)
+		return -1;
+	/*
+	 * Root may set any congestion control the kernel has; the -u user only
+	 * the allowed ones. Checked again as that user, or every upstream
+	 * connect would fail with EPERM and every request with a 502.
+	 */
+	if (cfg->user && check_upstream_tuning(cfg) < 0)
+		return -1;
+	log_host_limits(cfg);
+	start_watchers(srv);
 	log_info("keepalive-proxy %s listening on %s%s%s:%u (idle timeout %gs, %u idle per host, "
 	         "%u in all)",
 	         KP_VERSION, strchr(cfg->bind_addr, ':') ? "[" : "", cfg->bind_addr,

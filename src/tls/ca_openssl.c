@@ -448,54 +448,69 @@ make_ca_cert(EVP_PKEY *key, const struct kp_config *cfg, char *err, size_t errle
 	return x;
 }
 
-int
-ca_make(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
+/* Opens path for writing, never over a file already there. NULL: errno says why. */
+static FILE *
+create_new(const char *path, mode_t mode)
 {
-	char key_path[4096], cert_path[4096], why[256];
-	EVP_PKEY *key = NULL;
-	X509 *cert = NULL;
-	FILE *kf = NULL, *cf = NULL;
-	int fd = -1, rc = -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	FILE *f;
+	int saved;
 
-	snprintf(key_path, sizeof(key_path), "%s/ca.key", dir);
-	snprintf(cert_path, sizeof(cert_path), "%s/ca.crt", dir);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(err, "keepalive-proxy: --make-ca %s: %s\n", dir, strerror(errno));
-		return -1;
+	if (fd < 0)
+		return NULL;
+	if (!(f = fdopen(fd, "w"))) {
+		saved = errno;
+		close(fd);
+		errno = saved;
 	}
-	if (!(key = EVP_EC_gen("P-256"))) {
-		ossl_take_error(why, sizeof(why), "cannot make the CA key");
-		fprintf(err, "keepalive-proxy: %s\n", why);
-		goto out;
-	}
-	if (!(cert = make_ca_cert(key, cfg, why, sizeof(why)))) {
-		fprintf(err, "keepalive-proxy: %s\n", why);
-		goto out;
-	}
-	/* Never over an existing CA: clients may already trust it. */
-	fd = open(key_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 || !(kf = fdopen(fd, "w"))) {
+	return f;
+}
+
+/*
+ * Writes the key (mode 0600) and then the certificate. Never over an
+ * existing CA: clients may already trust it. A certificate that cannot be
+ * written takes its key with it. 0, or -1 said on err.
+ */
+static int
+write_ca_files(const char *key_path, const char *cert_path, EVP_PKEY *key, X509 *cert,
+               FILE *err)
+{
+	FILE *kf = NULL, *cf = NULL;
+	int rc = -1;
+
+	if (!(kf = create_new(key_path, 0600))) {
 		fprintf(err, "keepalive-proxy: %s: %s\n", key_path, strerror(errno));
 		goto out;
 	}
-	fd = -1;
 	if (!PEM_write_PrivateKey(kf, key, NULL, NULL, 0, NULL, NULL) || fflush(kf) != 0) {
 		fprintf(err, "keepalive-proxy: cannot write %s\n", key_path);
 		goto out;
 	}
-	fd = open(cert_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 || !(cf = fdopen(fd, "w"))) {
+	if (!(cf = create_new(cert_path, 0644))) {
 		fprintf(err, "keepalive-proxy: %s: %s\n", cert_path, strerror(errno));
 		unlink(key_path);
 		goto out;
 	}
-	fd = -1;
 	if (!PEM_write_X509(cf, cert) || fflush(cf) != 0) {
 		fprintf(err, "keepalive-proxy: cannot write %s\n", cert_path);
 		unlink(key_path);
 		unlink(cert_path);
 		goto out;
 	}
+	rc = 0;
+out:
+	if (kf)
+		fclose(kf);
+	if (cf)
+		fclose(cf);
+	return rc;
+}
+
+/* What was written, and how to run the proxy and make clients trust the CA. */
+static void
+tell_how_to_use(FILE *out, const struct kp_config *cfg, const char *cert_path,
+                const char *key_path)
+{
 	fprintf(out,
 	        "Wrote a new CA for this install:\n"
 	        "  %s  (certificate: give it to the clients that should trust the proxy)\n"
@@ -523,14 +538,36 @@ ca_make(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
 	        "keepalive-proxy.crt && update-ca-certificates\n",
 	        cert_path, key_path, cert_path, cert_path, cert_path, cert_path, cert_path,
 	        cert_path);
+}
+
+int
+ca_make(const char *dir, const struct kp_config *cfg, FILE *out, FILE *err)
+{
+	char key_path[4096], cert_path[4096], why[256];
+	EVP_PKEY *key = NULL;
+	X509 *cert = NULL;
+	int rc = -1;
+
+	snprintf(key_path, sizeof(key_path), "%s/ca.key", dir);
+	snprintf(cert_path, sizeof(cert_path), "%s/ca.crt", dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(err, "keepalive-proxy: --make-ca %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (!(key = EVP_EC_gen("P-256"))) {
+		ossl_take_error(why, sizeof(why), "cannot make the CA key");
+		fprintf(err, "keepalive-proxy: %s\n", why);
+		goto out;
+	}
+	if (!(cert = make_ca_cert(key, cfg, why, sizeof(why)))) {
+		fprintf(err, "keepalive-proxy: %s\n", why);
+		goto out;
+	}
+	if (write_ca_files(key_path, cert_path, key, cert, err) < 0)
+		goto out;
+	tell_how_to_use(out, cfg, cert_path, key_path);
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
-	if (kf)
-		fclose(kf);
-	if (cf)
-		fclose(cf);
 	X509_free(cert);
 	EVP_PKEY_free(key);
 	return rc;
