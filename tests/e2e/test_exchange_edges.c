@@ -18,6 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "harness.h"
 #include "origin.h"
@@ -29,13 +34,14 @@
 #define VIA_LINE "Via: 1.1 keepalive-proxy\r\n"
 
 #define SEGMENT_BYTES (64 * 1024)
-#define CLOSE_DELIMITED_BYTES (4 * 1024 * 1024)
 #define WAIT_MS 5000
 
 static struct proxy px;
 static int stats_port;
 /* A held-back answer goes out once the test sets this. */
 static atomic_bool gate_open;
+/* The length of /close-delimited's body, set by its test. */
+static size_t close_delimited_bytes;
 
 /* ---- the origin ------------------------------------------------------------ */
 
@@ -117,7 +123,7 @@ handle(struct origin_conn *c, const struct origin_request *req, void *arg)
 		origin_stay_silent(c, 5000);
 	} else if (strcmp(t, "/close-delimited") == 0) {
 		origin_sendf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-		origin_send_pattern(c, 0, CLOSE_DELIMITED_BYTES);
+		origin_send_pattern(c, 0, close_delimited_bytes);
 		origin_close(c);
 	} else if (strcmp(t, "/long-chunk-line") == 0) {
 		/* Within the framer's 4096 bytes a line, beyond a 2048-byte buffer. */
@@ -324,46 +330,93 @@ switch_with_more_early_bytes_than_fit(void)
 
 /* ---- response bodies ----------------------------------------------------------- */
 
+/* The most a socket's send buffer grows to (tcp_wmem's third figure); 4 MiB if unknown. */
+static size_t
+send_buffer_max(void)
+{
+	unsigned long lo, def, max = 4ul << 20;
+	FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu %lu", &lo, &def, &max) != 3)
+			max = 4ul << 20;
+		fclose(f);
+	}
+	return max;
+}
+
+/* A connection to the proxy whose receive buffer is fixed small (no autotuning). */
+static int
+open_small_window(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {CLIENT_TIMEOUT_MS / 1000, 0};
+	int small = 65536, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	/* Before connecting: set later, it would not bound the window advertised. */
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
 /*
  * A close-delimited body whose end the proxy reads while the client, slow,
  * has taken nothing more: the closed origin is no longer read (it would
  * read its end of file over and over), and the client still gets every
- * byte, then the close.
+ * byte, then the close. The body is larger than the proxy's socket toward
+ * the client, the client's window and a pipe together can hold, so the
+ * client is still behind when the origin's end of file is read.
  */
 static void
 close_delimited_body_to_a_slow_client(void)
 {
 	enum { READ = 32768 };
 	struct origin *og = origin_start(handle, NULL);
-	struct client c;
-	size_t cap = CLOSE_DELIMITED_BYTES + 1024, len = 0;
-	char *got = malloc(cap), *want = malloc(CLOSE_DELIMITED_BYTES), *body;
+	size_t total, cap, len = 0;
+	char *got, *want, *body, request[256];
 	ssize_t n;
+	int fd;
 
+	close_delimited_bytes = send_buffer_max() + (2u << 20);
+	total = close_delimited_bytes;
+	cap = total + 1024;
+	got = malloc(cap);
+	want = malloc(total);
 	assert_non_null(got);
 	assert_non_null(want);
 	proxy_start(&px, NULL);
-	client_open(&c, px.port);
-	send_get(&c, og, "/close-delimited");
+	fd = open_small_window(px.port);
+	n = snprintf(request, sizeof(request),
+	             "GET http://127.0.0.1:%d/close-delimited HTTP/1.1\r\n"
+	             "Host: 127.0.0.1:%d\r\n\r\n",
+	             origin_port(og), origin_port(og));
+	assert_int_equal(send(fd, request, (size_t)n, MSG_NOSIGNAL), n);
 	/* About 6 MB/s: the proxy, far faster, waits for the client nearly all the time. */
 	while (len < cap) {
-		n = recv(c.fd, got + len, cap - len < READ ? cap - len : READ, 0);
+		n = recv(fd, got + len, cap - len < READ ? cap - len : READ, 0);
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 		sleep_ms(5);
 	}
+	if (n != 0)
+		fail_msg("after %zu bytes of %zu the proxy sent nothing more for %d s", len, total,
+		         CLIENT_TIMEOUT_MS / 1000);
+	close(fd);
 	assert_true(len < cap);
 	body = memmem(got, len, "\r\n\r\n", 4);
 	assert_non_null(body);
 	body += 4;
 	assert_memory_equal(got, "HTTP/1.1 200 OK\r\n", 17);
-	assert_int_equal(len - (size_t)(body - got), CLOSE_DELIMITED_BYTES);
-	pattern_fill(want, 0, CLOSE_DELIMITED_BYTES);
-	assert_memory_equal(body, want, CLOSE_DELIMITED_BYTES);
+	assert_int_equal(len - (size_t)(body - got), total);
+	pattern_fill(want, 0, total);
+	assert_memory_equal(body, want, total);
 	free(got);
 	free(want);
-	client_close(&c);
 	proxy_stop(&px);
 }
 
