@@ -3,7 +3,8 @@
  * connection, and no byte of it reaches the origin; in particular nothing
  * can make the proxy send a second, smuggled request upstream. Every
  * malformed response gets its connection closed, never pooled, and the
- * client a 502 (or a close once the response had begun).
+ * client a 502 (or a close once the response had begun); so does a request
+ * body that turns malformed once the origin's answer has begun.
  */
 #include <stdio.h>
 #include <string.h>
@@ -171,12 +172,72 @@ malformed_responses_are_not_passed_on(void)
 	proxy_stop(&px);
 }
 
+/*
+ * The origin answers before the request's body is all there, with a head
+ * and the first bytes of its body, and hears nothing more.
+ */
+#define EARLY_BODY "early"
+
+static void
+early_answer_origin(struct origin_conn *c, void *arg)
+{
+	char buf[4096];
+
+	(void)arg;
+	if (origin_recv(c, buf, sizeof(buf), 5000) <= 0)
+		return;
+	origin_sendf(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" EARLY_BODY);
+	origin_stay_silent(c, 5000);
+}
+
+/*
+ * A request body turns malformed after the origin's answer began: too late
+ * for a 400, so the connection ends after what the origin sent, and nothing
+ * of the proxy's own is written into the answer's body.
+ */
+static void
+bad_chunk_after_the_answer_began_closes(void)
+{
+	struct origin *og = origin_start_raw(early_answer_origin, NULL);
+	struct client c;
+	struct msg_head h;
+	struct body b;
+	char why[128];
+	int port = origin_port(og);
+
+	proxy_start(&px, NULL);
+	client_open(&c, px.port);
+	client_sendf(&c,
+	             "POST http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+	             "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+	             port, port);
+	memset(&h, 0, sizeof(h));
+	assert_int_equal(wire_read_head(&c.w, false, 16384, &h, why, sizeof(why)), WIRE_OK);
+	assert_int_equal(h.status, 200);
+	msg_head_free(&h);
+	body_init(&b, 64);
+	assert_int_equal(client_recv_exact(&c, strlen(EARLY_BODY), &b), WIRE_OK);
+	body_free(&b);
+	client_sendf(&c, "zz\r\n");
+	body_init(&b, 4096);
+	assert_int_equal(client_recv_to_eof(&c, &b), WIRE_OK);
+	if (b.len)
+		fail_msg("%llu bytes came after the origin's: \"%s\"", (unsigned long long)b.len,
+		         b.data);
+	body_free(&b);
+	assert_int_equal(proxy_log_count(&px, "malformed chunked request body"), 1);
+	client_close(&c);
+	proxy_assert_alive(&px);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(malformed_requests_get_400),
 		E2E_TEST(malformed_responses_are_not_passed_on),
+		E2E_TEST(bad_chunk_after_the_answer_began_closes),
 	};
 
 	return E2E_RUN("hostile", tests);

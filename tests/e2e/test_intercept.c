@@ -930,6 +930,97 @@ websocket_upgrade_passes_through_interception(void)
 	proxy_stop(&px);
 }
 
+/* ---- what decides against interception ------------------------------------ */
+
+/* The proxy with its own CA, intercepting host, CONNECTs allowed to port. */
+static void
+proxy_start_with_ca(const char *host, int port)
+{
+	static char ports[16];
+	const char *args[] = {"--intercept", host, "--ca-cert", the_world.proxy_ca, "--ca-key",
+	                      the_world.proxy_key, "--connect-ports", ports, NULL};
+
+	memset(&the_world, 0, sizeof(the_world));
+	snprintf(the_world.dir, sizeof(the_world.dir), "%s", harness_temp_dir());
+	make_proxy_ca(&the_world);
+	snprintf(ports, sizeof(ports), "%d", port);
+	proxy_start(&px, args);
+}
+
+/*
+ * Bytes sent behind the CONNECT's head, before its answer, would be the
+ * client's first TLS record, which our TLS could not read from the socket:
+ * such a CONNECT is tunnelled, and they reach the origin as they were.
+ */
+static void
+bytes_behind_the_connect_are_tunnelled(void)
+{
+	struct origin *og = origin_start(origin_handle_ok, NULL);
+	struct client c;
+	struct response r;
+	int port = origin_port(og);
+
+	proxy_start_with_ca("127.0.0.1", port);
+	client_open(&c, px.port);
+	client_sendf(&c,
+	             "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n"
+	             "GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
+	             port, port, port);
+	read_response_ok(&c, &r, RESP_CONNECT);
+	assert_status(&r, 200);
+	response_free(&r);
+	/* The origin's own answer to the GET, through the tunnel. */
+	expect_response(&c, 200, NULL);
+	assert_int_equal(origin_request_count(og), 1);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 0);
+	assert_int_equal(proxy_log_count(&px, "bytes came with the CONNECT; tunnelled"), 1);
+	client_close(&c);
+	proxy_stop(&px);
+}
+
+/* A TLS client on fd that trusts no CA at all: it refuses any certificate it is shown. */
+static void
+refuse_the_certificate(int fd, const char *host)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl;
+
+	assert_non_null(ctx);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	assert_non_null(ssl = SSL_new(ctx));
+	assert_int_equal(SSL_set_tlsext_host_name(ssl, host), 1);
+	assert_int_equal(SSL_set_fd(ssl, fd), 1);
+	assert_int_not_equal(SSL_connect(ssl), 1);
+	ERR_clear_error();
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+}
+
+/*
+ * Two connections of one client intercepted at once, and both refuse our
+ * certificate: both count, and the host is remembered, and logged, once.
+ */
+static void
+two_refusals_at_once_are_logged_once(void)
+{
+	struct client a, b;
+	double until;
+
+	proxy_start_with_ca("localhost", 443);
+	open_tunnel(&a, px.port, "localhost:443");
+	open_tunnel(&b, px.port, "localhost:443");
+	refuse_the_certificate(a.fd, "localhost");
+	refuse_the_certificate(b.fd, "localhost");
+	for (until = now_s() + 5; stats_get(proxy_stats(&px), "refused") < 2 && now_s() < until;)
+		sleep_ms(50);
+	assert_int_equal(stats_get(proxy_stats(&px), "refused"), 2);
+	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), 2);
+	assert_int_equal(proxy_log_count(&px, "refused the certificate"), 1);
+	client_close(&a);
+	client_close(&b);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -949,6 +1040,8 @@ main(void)
 		E2E_TEST(host_no_certificate_can_name_gets_502),
 		E2E_TEST(ca_key_readable_by_others_stops_start),
 		E2E_TEST(websocket_upgrade_passes_through_interception),
+		E2E_TEST(bytes_behind_the_connect_are_tunnelled),
+		E2E_TEST(two_refusals_at_once_are_logged_once),
 	};
 
 	return E2E_RUN("e2e_intercept", tests);

@@ -1,9 +1,14 @@
 /*
  * Pipelining: several requests written at once on one client connection are
- * answered in order, whatever the origin's timing.
+ * answered in order, whatever the origin's timing, and whether the proxy
+ * answers them itself.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "harness.h"
 #include "origin.h"
@@ -182,6 +187,108 @@ pipelined_to_two_origins(void)
 	proxy_stop(&px);
 }
 
+/* A TRACE the proxy answers itself (Max-Forwards: 0), reflecting it: about 3 KB each way. */
+#define TRACE_FILLER 3000
+/* More than any socket buffers on the way hold, so that the client's sends stop. */
+#define TRACE_MAX 20000
+
+static size_t
+trace_request(char *buf, size_t size, unsigned n)
+{
+	static char filler[TRACE_FILLER + 1];
+
+	memset(filler, 'f', TRACE_FILLER);
+	return (size_t)snprintf(buf, size,
+	                        "TRACE http://127.0.0.1:1/ HTTP/1.1\r\nHost: 127.0.0.1:1\r\n"
+	                        "Max-Forwards: 0\r\nX-N: %u\r\nX-Filler: %s\r\n\r\n",
+	                        n, filler);
+}
+
+/*
+ * Sends requests on c until it takes no more for a while: the proxy has
+ * stopped reading, its answers waiting for a socket the client does not
+ * read. How many were sent whole; the next is in req, sent up to *off of
+ * its *len bytes.
+ */
+static unsigned
+send_until_the_proxy_stops_reading(struct client *c, char *req, size_t size, size_t *off,
+                                   size_t *len)
+{
+	struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+	unsigned sent = 0;
+
+	*off = *len = 0;
+	while (sent < TRACE_MAX) {
+		ssize_t n;
+
+		if (*off == *len) {
+			*len = trace_request(req, size, sent);
+			*off = 0;
+		}
+		n = send(c->fd, req + *off, *len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN) {
+			if (poll(&pfd, 1, 500) == 0)
+				return sent;
+			continue;
+		}
+		if (n <= 0)
+			fail_msg("sending request %u: %s", sent,
+			         n < 0 ? strerror(errno) : "nothing sent");
+		*off += (size_t)n;
+		if (*off == *len)
+			sent++;
+	}
+	fail_msg("the proxy read %u requests whose answers nobody read", sent);
+	return sent;
+}
+
+/* The answer to trace_request(n), whole. */
+static void
+expect_trace(struct client *c, unsigned n)
+{
+	struct response r;
+	char want[32];
+
+	read_response_ok(c, &r, 0);
+	assert_status(&r, 200);
+	snprintf(want, sizeof(want), "\r\nX-N: %u\r\n", n);
+	if (!r.body.data || !strstr(r.body.data, want) || r.body.len < TRACE_FILLER)
+		fail_msg("answer %u: %llu bytes, not the request reflected", n,
+		         (unsigned long long)r.body.len);
+	response_free(&r);
+}
+
+/*
+ * A client pipelines requests the proxy answers itself and stops reading:
+ * once its socket takes nothing more, the proxy stops reading requests
+ * too, and when the client reads again every answer arrives, whole and in
+ * order.
+ */
+static void
+local_answers_wait_for_a_client_that_stops_reading(void)
+{
+	static char req[TRACE_FILLER + 256];
+	struct client c;
+	int small = 4096, large = 4 << 20;
+	size_t off, len;
+	unsigned sent;
+
+	proxy_start(&px, NULL);
+	client_open(&c, px.port);
+	assert_int_equal(setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	sent = send_until_the_proxy_stops_reading(&c, req, sizeof(req), &off, &len);
+	/* Megabytes wait: read them through a wide window, or the head cut short times out. */
+	assert_int_equal(setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &large, sizeof(large)), 0);
+	for (unsigned i = 0; i < sent; i++)
+		expect_trace(&c, i);
+	/* The request cut short goes on, and is answered too. */
+	assert_int_equal(client_send(&c, req + off, len - off), 0);
+	expect_trace(&c, sent);
+	client_close(&c);
+	proxy_assert_alive(&px);
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -189,6 +296,7 @@ main(void)
 		E2E_TEST(three_gets_in_one_send),        E2E_TEST(slow_first_response_keeps_order),
 		E2E_TEST(last_pipelined_request_closes), E2E_TEST(pipelined_bodies_and_head),
 		E2E_TEST(pipelined_to_two_origins),
+		E2E_TEST(local_answers_wait_for_a_client_that_stops_reading),
 	};
 
 	return E2E_RUN("e2e_pipelining", tests);
