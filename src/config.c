@@ -98,7 +98,11 @@ readahead_defaults(struct kp_config *cfg)
 	 */
 	cfg->fetch_memory = 32u << 20;
 	cfg->read_ahead_ttl = 30;
-	/* Two: one piece arriving while the one before is read, and the one after that. */
+	/*
+	 * At most four ahead, and only as many as cover a round trip of the
+	 * path (ra_depth): enough for a fast long path, few enough that a seek
+	 * wastes little.
+	 */
 	cfg->read_ahead_depth = 4;
 	/*
 	 * 8 MiB: large video origins serve bounded ranges of up to about 10 MiB

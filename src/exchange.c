@@ -19,7 +19,6 @@
 #include "kp/evglue.h"
 #include "kp/hoststats.h"
 #include "kp/log.h"
-#include "kp/net.h"
 #include "kp/plan.h"
 #include "kp/retry.h"
 #include "kp/stats.h"
