@@ -179,8 +179,6 @@ sync_watchers(struct client *c)
 	}
 }
 
-/* ---- life and death ------------------------------------------------------- */
-
 /* ---- request states ------------------------------------------------------- */
 
 static const struct exchange_ops client_exchange_ops;

@@ -4,7 +4,10 @@
 A module is a header under include/kp/ with the .c files that implement it:
 a .c file belongs to the module of the first project header it includes
 when that header's name starts its own (tls_openssl.c and tls_none.c are
-both "tls"), and is a module of its own otherwise (main.c). Module A
+both "tls"), and is a module of its own otherwise (main.c). A private
+header beside the sources (src/client_priv.h) is its module's
+("client"), what it includes is the module's, and no other module may
+include it. Module A
 depends on module B when a file of A includes B's header. Headers
 generated at build time (dashboard.h) count as modules without sources.
 
@@ -29,6 +32,7 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"kp/([A-Za-z0-9_/]+)\.h"', re.M)
+PRIVATE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)_priv\.h"', re.M)
 
 # The client side of the core: what the origin and TLS wings serve.
 CLIENT_SIDE = {"client", "exchange", "memconn", "server", "stats_page", "tunnel", "main"}
@@ -68,11 +72,11 @@ ALLOWED = {
 
 
 def sources(root):
-    """(path, text) of every .c under src/ and .h under include/kp/."""
-    for top, ext in (("src", ".c"), (os.path.join("include", "kp"), ".h")):
+    """(path, text) of every .c and private .h under src/, and .h under include/kp/."""
+    for top, exts in (("src", (".c", "_priv.h")), (os.path.join("include", "kp"), (".h",))):
         for d, _, files in os.walk(os.path.join(root, top)):
             for f in sorted(files):
-                if f.endswith(ext):
+                if f.endswith(exts):
                     p = os.path.join(d, f)
                     with open(p, encoding="utf-8", errors="replace") as fh:
                         yield p, fh.read()
@@ -80,6 +84,8 @@ def sources(root):
 
 def module_of(path, text):
     name = os.path.splitext(os.path.basename(path))[0]
+    if path.endswith("_priv.h"):
+        return name[: -len("_priv")]
     if path.endswith(".h"):
         return name
     first = INCLUDE.search(text)
@@ -107,6 +113,19 @@ def members(side, wing, deps):
     found = set()
     for s in side:
         found |= members(s, wing, deps) if s in ("core", "origin", "readahead", "tls") else {s}
+    return found
+
+
+def private_breaches(root):
+    """(who, what, why) for every private header included by another module."""
+    found = []
+    for path, text in sources(root):
+        mod = module_of(path, text)
+        for owner in PRIVATE.findall(text):
+            if owner != mod:
+                found.append((mod, owner + "_priv",
+                              "a private header is its module's own: ask the module "
+                              "through its header in include/kp/"))
     return found
 
 
@@ -212,7 +231,7 @@ def main(argv):
             if deps[m]:
                 print(f"  {m} -> {' '.join(sorted(deps[m]))}")
     found = circles(deps)
-    forbidden = breaches(deps, wing)
+    forbidden = breaches(deps, wing) + private_breaches(root)
     print()
     for comp in found:
         print("circle: " + " <-> ".join(comp))

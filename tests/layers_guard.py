@@ -32,6 +32,10 @@ CASES = [
      "forbidden: tls (tls) includes dispatch"),
     ("src/stats_page.c", '#include "kp/ra_store.h"',
      "forbidden: stats_page (core) includes ra_store"),
+    ("src/origin/dispatch_priv.h", '#include "kp/exchange.h"',
+     "forbidden: dispatch (origin) includes exchange"),
+    ("src/server.c", '#include "client_priv.h"',
+     "forbidden: server (core) includes client_priv"),
 ]
 
 
