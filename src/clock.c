@@ -33,9 +33,12 @@ clock_init_manual(struct clock *c, ev_tstamp start)
 void
 clock_timer_init(struct clock_timer *t, struct clock *c, clock_timer_fn fire)
 {
-	ev_init(&t->ev, loop_timer_cb);
 	t->fire = fire;
 	t->clock = c;
+	if (c->loop) {
+		ev_init(&t->ev, loop_timer_cb);
+		return;
+	}
 	t->due = 0;
 	kp_list_init_link(&t->armed);
 }

@@ -20,13 +20,21 @@ struct clock_timer;
 
 typedef void (*clock_timer_fn)(struct clock_timer *t);
 
-/* Embedded in its owner, which it finds again with container_of. */
+/*
+ * Embedded in its owner, which it finds again with container_of. One of
+ * the two kinds of clock is ever behind a timer, so they share room: every
+ * client and pooled connection holds one.
+ */
 struct clock_timer {
-	ev_timer ev;                     /* the loop's timer, on the daemon's clock */
+	union {
+		ev_timer ev;                 /* the loop's timer, on the daemon's clock */
+		struct {                     /* on a manual clock */
+			ev_tstamp due;           /* its firing time, while armed */
+			struct kp_list armed;    /* on the clock's armed list: armed */
+		};
+	};
 	clock_timer_fn fire;
 	struct clock *clock;
-	ev_tstamp due;                   /* a manual clock's firing time, while armed */
-	struct kp_list armed;            /* on a manual clock's armed list: armed */
 };
 
 struct clock {
