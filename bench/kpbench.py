@@ -743,6 +743,35 @@ def repo_version():
     return out.stdout.strip() or None
 
 
+def build_commit(build_dir):
+    """git describe of the source tree a CMake build directory was made
+    from ("-dirty" when that tree has changes), so that a row says which
+    code its binary is; None when it cannot be told."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            source = next((line.split("=", 1)[1].strip() for line in f
+                           if line.startswith("CMAKE_HOME_DIRECTORY:")), None)
+        out = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, TypeError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def old_and_new(args):
+    """With --old-build-dir, the two binaries every keepalive-proxy row runs
+    with, in the order their runs take turns: [("old", DIR), ("new", DIR)];
+    without it, [(None, --build-dir)]."""
+    if not getattr(args, "old_build_dir", None):
+        return [(None, args.build_dir)]
+    return [("old", args.old_build_dir), ("new", args.build_dir)]
+
+
+OLD_BUILD_HELP = ("a second build directory, the old binary to compare with: every "
+                  "keepalive-proxy row then runs twice, labelled '(old)' (this one) and "
+                  "'(new)' (--build-dir), their runs taking turns (old, new, old, new, ...)")
+
+
 class Results:
     """Appends one JSON object per row to a JSON-lines file."""
 

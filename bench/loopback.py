@@ -12,12 +12,16 @@ request, unlike an access log), which shows how well a proxy pools.
 
 keepalive-proxy is measured twice: with its default idle-pool caps (-m 8 per
 host, -M 256 in all), which are smaller than the number of exchanges in
-flight, and with both caps raised to the concurrency.
+flight, and with both caps raised to the concurrency. With --old-build-dir
+each keepalive-proxy row runs with the old binary and with the new, both up
+at once and their runs taking turns, so that a change can be checked for
+cost in one run.
 
 Run as root: python3 bench/loopback.py [--duration 10] [--quick]
 """
 
 import argparse
+import collections
 import os
 import shlex
 import signal
@@ -49,6 +53,7 @@ def parse_args():
                     help="nginx worker_processes (default 1: wrk, proxy and nginx share "
                          "two cores)")
     ap.add_argument("--build-dir", default=os.path.join(kb.REPO_ROOT, "build"))
+    ap.add_argument("--old-build-dir", metavar="DIR", help=kb.OLD_BUILD_HELP)
     kb.add_proxy_arguments(ap)
     ap.add_argument("--kp-args", action="append", default=None, metavar="ARGS",
                     help="measure keepalive-proxy with these extra flags only, instead "
@@ -107,16 +112,40 @@ def proxy_rows(args, connections):
     return rows
 
 
-def measure(args, nginx, workdir, connections, proxy=None):
-    """--repeat quiet runs; the one with the median req/s, with every run's
-    req/s beside it."""
-    runs = [measure_quiet(args, nginx, workdir, connections, proxy)
-            for _ in range(max(1, args.repeat))]
-    ranked = sorted(runs, key=lambda r: r["rps"])
-    row = ranked[(len(ranked) - 1) // 2]
-    row["rps_runs"] = [r["rps"] for r in runs]
-    row["rps_all"] = " ".join(f"{r['rps']:.0f}" for r in runs)
-    return row
+# One proxy row: its recipe (None for a --proxy) and flags, the build
+# directory of a keepalive-proxy, which binary that is ("old", "new" or
+# None) and a proxy already running (a --proxy).
+Entry = collections.namedtuple("Entry", "label name extra build_dir binary running")
+
+
+def proxy_turns(args, connections, external=()):
+    """proxy_rows() and the running --proxy ones as groups of rows measured
+    together, their runs taking turns: a keepalive-proxy row's old and new
+    binary with --old-build-dir, every other row alone."""
+    turns = []
+    for label, name, extra in proxy_rows(args, connections):
+        binaries = kb.old_and_new(args) if name == "keepalive-proxy" else [(None, None)]
+        turns.append([Entry(f"{label} ({which})" if which else label, name, extra, build,
+                            which, None) for which, build in binaries])
+    return turns + [[Entry(p.name, None, [], None, None, p)] for p in external]
+
+
+def measure(args, nginx, workdir, connections, proxies=(None,)):
+    """--repeat quiet runs through each of proxies (None: direct), the
+    proxies taking turns (first, second, first, second, ...); per proxy the
+    run with the median req/s, with every run's req/s beside it."""
+    runs = [[] for _ in proxies]
+    for _ in range(max(1, args.repeat)):
+        for mine, proxy in zip(runs, proxies):
+            mine.append(measure_quiet(args, nginx, workdir, connections, proxy))
+    rows = []
+    for mine in runs:
+        ranked = sorted(mine, key=lambda r: r["rps"])
+        row = ranked[(len(ranked) - 1) // 2]
+        row["rps_runs"] = [r["rps"] for r in mine]
+        row["rps_all"] = " ".join(f"{r['rps']:.0f}" for r in mine)
+        rows.append(row)
+    return rows
 
 
 def measure_quiet(args, nginx, workdir, connections, proxy=None):
@@ -253,10 +282,11 @@ def profile(args, nginx, workdir):
     connections = args.connections[0]
     out_dir = os.path.abspath(args.profile)
     os.makedirs(out_dir, exist_ok=True)
-    kp_rows = [r for r in proxy_rows(args, connections) if r[1] == "keepalive-proxy"]
-    for n, (label, name, extra) in enumerate(kp_rows):
-        proxy = kb.start_proxy(name, workdir, build_dir=args.build_dir, extra_args=extra)
-        proxy.name = label
+    kp_rows = [e for turn in proxy_turns(args, connections) for e in turn
+               if e.name == "keepalive-proxy"]
+    for n, e in enumerate(kp_rows):
+        proxy = kb.start_proxy(e.name, workdir, build_dir=e.build_dir, extra_args=e.extra)
+        proxy.name = e.label
         try:
             kb.wait_quiet(args.max_wait_quiet)
             perf_profile(args, proxy, nginx, connections, os.path.join(out_dir, f"perf-{n}"))
@@ -302,33 +332,39 @@ def main():
         for address, cmd in args.external:
             external.append(kb.external_proxy(address, cmd, workdir=workdir))
         common = {"build_dir": os.path.abspath(args.build_dir),
+                  "old_build_dir": args.old_build_dir and os.path.abspath(args.old_build_dir),
                   "duration_s_asked": args.duration, "warmup_s": args.warmup,
                   "repeat": args.repeat, "nginx_workers": args.nginx_workers, "wrk_threads": 1,
                   "body_bytes": INDEX_SIZE}
 
         for connections in args.connections:
             print(f"-- {connections} connections: direct", file=sys.stderr, flush=True)
-            direct = measure(args, nginx, workdir, connections)
+            direct = measure(args, nginx, workdir, connections)[0]
             direct.update(label="direct (nginx)", proxy=None, ratio=1.0)
             table.append(direct)
             results.write(dict(common, **direct))
 
-            plan = [(label, name, extra, None) for label, name, extra in
-                    proxy_rows(args, connections)]
-            plan += [(p.name, None, [], p) for p in external]
-            for label, name, extra, running in plan:
-                print(f"-- {connections} connections: {label}", file=sys.stderr, flush=True)
-                proxy = running or kb.start_proxy(name, workdir, build_dir=args.build_dir,
-                                                  extra_args=extra)
+            for turn in proxy_turns(args, connections, external):
+                print(f"-- {connections} connections: {', '.join(e.label for e in turn)}",
+                      file=sys.stderr, flush=True)
+                proxies = []
                 try:
-                    row = measure(args, nginx, workdir, connections, proxy)
+                    for e in turn:
+                        proxies.append(e.running or kb.start_proxy(
+                            e.name, workdir, build_dir=e.build_dir, extra_args=e.extra))
+                    rows = measure(args, nginx, workdir, connections, proxies)
                 finally:
-                    if running is None:
-                        proxy.stop()
-                row.update(label=label, proxy=name or proxy.address, proxy_args=extra,
-                           ratio=row["rps"] / direct["rps"] if direct["rps"] else None)
-                table.append(row)
-                results.write(dict(common, **row))
+                    for e, proxy in zip(turn, proxies):
+                        if e.running is None:
+                            proxy.stop()
+                for row, proxy, e in zip(rows, proxies, turn):
+                    row.update(label=e.label, proxy=e.name or proxy.address, proxy_args=e.extra,
+                               ratio=row["rps"] / direct["rps"] if direct["rps"] else None)
+                    if e.name == "keepalive-proxy":
+                        row.update(binary=e.binary, binary_build_dir=os.path.abspath(e.build_dir),
+                                   binary_commit=kb.build_commit(e.build_dir))
+                    table.append(row)
+                    results.write(dict(common, **row))
 
         columns = COLUMNS if args.repeat > 1 else [c for c in COLUMNS if c[1] != "rps_all"]
         kb.print_table(

@@ -99,6 +99,8 @@ def parse_args():
         formatter_class=HelpFormatter)
     p.add_argument("--build-dir", default=os.path.join(kpbench.REPO_ROOT, "build"),
                    help="CMake build directory with keepalive-proxy and bench/kp-delayline")
+    p.add_argument("--old-build-dir", metavar="DIR",
+                   help=kpbench.OLD_BUILD_HELP + "; a row run once runs old, then new")
     p.add_argument("--scenario", action="append", choices=SCENARIOS,
                    help="run only this scenario (repeatable; default: all but the client "
                    "scenarios " + ", ".join(CLIENT_SCENARIOS) + ", which run when named)")
@@ -626,12 +628,19 @@ def collect(proc, timeout=900):
 # What every row is measured through.
 
 class Row:
-    def __init__(self, label, kind, name=None, command=None, extra=()):
+    def __init__(self, label, kind, name=None, command=None, extra=(), build_dir=None,
+                 binary=None):
         self.label = label      # as printed
         self.kind = kind        # direct, reuse (direct on one connection), builtin, external
         self.name = name        # proxy name or HOST:PORT
         self.command = command
         self.extra = list(extra)   # keepalive-proxy flags of this row alone
+        self.build_dir = build_dir  # keepalive-proxy's, if not --build-dir's
+        self.binary = binary        # "old" or "new" with --old-build-dir
+        self.about = {}             # for the JSON rows: which binary, from what commit
+        if binary:
+            self.about = {"binary": binary, "binary_build_dir": os.path.abspath(build_dir),
+                          "binary_commit": kpbench.build_commit(build_dir)}
 
     def start(self, bed, args, workdir):
         if self.kind in ("direct", "reuse"):
@@ -639,9 +648,35 @@ class Row:
         if self.kind == "builtin":
             extra = (shlex.split(args.kp_args) + self.extra
                      if self.name == "keepalive-proxy" else ())
-            return kpbench.start_proxy(self.name, workdir, args.build_dir, host="127.0.0.1",
-                                       netns=bed.ns_cli, extra_args=extra, raise_errors=True)
+            return kpbench.start_proxy(self.name, workdir, self.build_dir or args.build_dir,
+                                       host="127.0.0.1", netns=bed.ns_cli, extra_args=extra,
+                                       raise_errors=True)
         return kpbench.external_proxy(self.name, self.command, netns=bed.ns_cli, workdir=workdir)
+
+
+def paired(args, rows):
+    """rows with, under --old-build-dir, every keepalive-proxy row twice, the
+    old binary's then the new one's, labelled so; the others as they are."""
+    out = []
+    for row in rows:
+        if row.name != "keepalive-proxy" or not args.old_build_dir:
+            out.append(row)
+            continue
+        out += [Row(f"{row.label} ({which})", row.kind, row.name, row.command, row.extra,
+                    build_dir, which) for which, build_dir in kpbench.old_and_new(args)]
+    return out
+
+
+def turns(rows):
+    """rows in groups whose repeated runs take turns: a row's old and new
+    binary together, every other row alone."""
+    groups = []
+    for row in rows:
+        if row.binary == "new" and groups and groups[-1][-1].binary == "old":
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
 
 
 def make_rows(args):
@@ -770,7 +805,8 @@ class Bench:
         self.args = args
         self.results = results
         self.workdir = workdir
-        self.rows = make_rows(args)
+        self.base_rows = make_rows(args)   # each keepalive-proxy row once
+        self.rows = paired(args, self.base_rows)
         self.chunk_bits = args.chunk_size * 8
         self.rate_bps = args.rate_mbit * 1e6
         self.plot_series = {}
@@ -787,7 +823,7 @@ class Bench:
         return self.chunk_bits / self.rate_bps + rtt_s
 
     def record(self, bed, scenario, row, variant, values, result, dl):
-        record = {"scenario": scenario, "proxy": row.label, "variant": variant,
+        record = {"scenario": scenario, "proxy": row.label, "variant": variant, **row.about,
                   "testbed": bed.info, "verification": bed.verification,
                   "chunk_size": self.args.chunk_size, "delayline_delta": dl,
                   "loadavg_after": loadavg(), "machine_load": result.get("env", self.env)}
@@ -879,11 +915,12 @@ class Bench:
         TCP and TLS handshakes and slow start on the path), keepalive-proxy
         both tunnels and, in a row of its own, intercepts the origin."""
         intercept = bed.pki.intercept_args([ORG_ADDR])
-        rows = self.rows + [Row("keepalive-proxy intercepting", "builtin", "keepalive-proxy",
-                                extra=intercept)]
+        rows = self.base_rows + [Row("keepalive-proxy intercepting", "builtin",
+                                     "keepalive-proxy", extra=intercept)]
         # Each --kp-row intercepting too: what its flags do inside HTTPS.
         rows += [Row(f"keepalive-proxy intercepting {text}", "builtin", "keepalive-proxy",
                      extra=intercept + shlex.split(text)) for text in self.args.kp_row]
+        rows = paired(self.args, rows)
         self.back_to_back(bed, scenario="https", rows=rows, origin=bed.origin_tls,
                           extra=["--tls", "--cafile", bed.pki.bundle])
 
@@ -1189,11 +1226,12 @@ class Bench:
         the previous response's head is in (yt-dlp -N)."""
         args = self.args
         rounds = args.overlap_rounds
-        rows = list(self.rows)
+        rows = list(self.base_rows)
         at = next((i for i, r in enumerate(rows) if r.name == "keepalive-proxy"), None)
         if at is not None:
             rows.insert(at + 1, Row("keepalive-proxy --no-connect-race", "builtin",
                                     "keepalive-proxy", extra=["--no-connect-race"]))
+        rows = paired(args, rows)
         per_round = args.overlap_requests
         chained = args.overlap_workers * args.overlap_chain
         patterns = [
@@ -1212,8 +1250,11 @@ class Bench:
         try:
             for pattern, n, extra in patterns:
                 table = [self.overlap_row(bed, row, pattern, n, extra) for row in rows]
-                bind = next((r for r in table if r["proxy"].endswith("--no-connect-race")), None)
+                # Each binary against its own --no-connect-race row; direct
+                # against the (new) last.
+                binds = {r.get("binary"): r for r in table if "--no-connect-race" in r["proxy"]}
                 for r in table:
+                    bind = binds.get(r.get("binary")) or next(reversed(binds.values()), None)
                     if bind and bind.get("mean_ms") and r.get("mean_ms"):
                         r["saved_ms"] = bind["mean_ms"] - r["mean_ms"]
                 kpbench.print_table(
@@ -1260,7 +1301,7 @@ class Bench:
         self.record(bed, "overlap", row, f" {pattern}", values, result, dl)
         print(f"  {row.label}, {pattern}: mean {values['mean_ms'] or 0:.0f} ms per request",
               flush=True)
-        return dict(values, proxy=row.label)
+        return dict(values, proxy=row.label, binary=row.binary)
 
     def long_fat(self, bed):
         """One large download over a long fat path: direct and through the
@@ -1273,7 +1314,7 @@ class Bench:
         default_rmem = bed.kernel_defaults["net.ipv4.tcp_rmem"]
         default_wmem = bed.kernel_defaults["net.ipv4.tcp_wmem"]
         bed.sysctl(bed.ns_org, "net.ipv4.tcp_wmem", f"4096 16384 {2 * raised}")
-        kp = next((r for r in self.rows if r.name == "keepalive-proxy"), None)
+        kp = next((r for r in self.base_rows if r.name == "keepalive-proxy"), None)
         rcv = args.longfat_rcvbuf
         # Debian 12's kernel (6.1) and most older ones stop autotuning at 6 MiB;
         # newer kernels at 32 MiB: both are measured, whatever this one does.
@@ -1296,7 +1337,7 @@ class Bench:
                 rows.append(Row("keepalive-proxy" + (f" --upstream-rcvbuf {rcvbuf}" if rcvbuf
                                                      else ""), "builtin", "keepalive-proxy",
                                 extra=["--upstream-rcvbuf", str(rcvbuf)] if rcvbuf else []))
-            for row in rows:
+            for row in paired(args, rows):
                 result, _requests, conns, dl = self.sequential(
                     bed, "long-fat", row, f" {setting}", [], mode="stream", path=LONGFAT_FILE)
                 steady = steady_mbit(result)
@@ -1403,20 +1444,21 @@ class Bench:
         table = []
         for client in clients:
             direct = None
-            for row in self.rows:
-                values = self.client_row(bed, scenario, client, row, origin, path, expected,
-                                         repeats, prepare)
-                if row.kind == "direct":
-                    direct = values["median_s"]
-                if direct and values["median_s"]:
-                    values["speedup"] = direct / values["median_s"]
-                self.results.write(dict(values, testbed=bed.info,
-                                        verification=bed.verification))
-                table.append(values)
-                ok = values["median_s"]
-                print(f"  {client.name}, {row.label}: {values['ok']} exact"
-                      + (f", median {ok:.2f} s" if ok else "")
-                      + (f" ({values['note']})" if values.get("note") else ""), flush=True)
+            for turn in turns(self.rows):
+                measured = self.client_rows(bed, scenario, client, turn, origin, path, expected,
+                                            repeats, prepare)
+                for row, values in zip(turn, measured):
+                    if row.kind == "direct":
+                        direct = values["median_s"]
+                    if direct and values["median_s"]:
+                        values["speedup"] = direct / values["median_s"]
+                    self.results.write(dict(values, **row.about, testbed=bed.info,
+                                            verification=bed.verification))
+                    table.append(values)
+                    ok = values["median_s"]
+                    print(f"  {client.name}, {row.label}: {values['ok']} exact"
+                          + (f", median {ok:.2f} s" if ok else "")
+                          + (f" ({values['note']})" if values.get("note") else ""), flush=True)
         spread = repeats > 1
         kpbench.print_table(
             f"{title}; RTT {bed.rtt_ms:g} ms, {bed.rate_mbit:g} Mbit/s; seconds = the client's "
@@ -1434,57 +1476,72 @@ class Bench:
              ("late>1ms", "emulator_late_share", "{:.2%}"), ("note", "note", None)], table)
         self.summary.append((scenario, bed.rtt_ms, table))
 
-    def client_row(self, bed, scenario, client, row, origin, path, expected, repeats, prepare):
-        args = self.args
-        runs, failure = [], None
+    def client_rows(self, bed, scenario, client, rows, origin, path, expected, repeats,
+                    prepare):
+        """repeats downloads through each of rows, the rows taking turns
+        (first, second, first, second, ...); the values of each row."""
+        runs = {row.label: [] for row in rows}
+        failures = {}
         for i in range(repeats):
-            discarded = []
-            for attempt in range(args.retries + 1):
-                self.quiet()
+            for row in rows:
+                if row.label in failures:
+                    continue
                 try:
-                    proxy = row.start(bed, args, self.workdir)
+                    runs[row.label].append(self.client_run(bed, scenario, client, row, origin,
+                                                           path, expected, i, prepare))
                 except kpbench.ProxyStartError as e:
-                    failure = "proxy did not start: " + " | ".join(
+                    failures[row.label] = "proxy did not start: " + " | ".join(
                         x for x in str(e).splitlines()[1:] if x.strip())[:300]
-                    break
-                self.downloads += 1
-                out = self.workdir.join(f"download-{self.downloads}")
-                log = self.workdir.join(f"client-{self.downloads}.log")
-                tag = tag_for(scenario, row, bed.rtt_ms,
-                              f"-{client.name}-{i}" + (f"-{attempt}" if attempt else ""))
-                url = origin.url(prepare(tag) if prepare else path) + f"?run={tag}"
-                counters = None
-                try:
-                    mark = origin.log_mark()
-                    before = bed.delayline.snapshot()
-                    r = wan_clients.run_client(
-                        bed.ns_cli, client, url, f"http://{proxy.address}" if proxy else None,
-                        out, log, args.client_timeout)
-                    self.busy_during()
-                    after = bed.delayline.snapshot()
-                    if proxy and row.name == "keepalive-proxy":
-                        counters = kpbench.keepalive_counters(proxy)
-                finally:
-                    if proxy:
-                        proxy.stop()
-                    if os.path.exists(out) and not args.keep_workdir:
-                        os.unlink(out)
-                dl = delayline_delta(before, after)
-                self.env["discarded_late_shares"] = discarded
-                if self.kept_time(f"{row.label}, {client.name}", dl, attempt):
-                    break
-            if failure:
+        return [self.client_values(bed, scenario, client, row, runs[row.label],
+                                   failures.get(row.label)) for row in rows]
+
+    def client_run(self, bed, scenario, client, row, origin, path, expected, i, prepare):
+        """The client's i-th download through row; again if the emulator
+        fell behind."""
+        args = self.args
+        discarded = []
+        for attempt in range(args.retries + 1):
+            self.quiet()
+            proxy = row.start(bed, args, self.workdir)
+            self.downloads += 1
+            out = self.workdir.join(f"download-{self.downloads}")
+            log = self.workdir.join(f"client-{self.downloads}.log")
+            tag = tag_for(scenario, row, bed.rtt_ms,
+                          f"-{client.name}-{i}" + (f"-{attempt}" if attempt else ""))
+            url = origin.url(prepare(tag) if prepare else path) + f"?run={tag}"
+            counters = None
+            try:
+                mark = origin.log_mark()
+                before = bed.delayline.snapshot()
+                r = wan_clients.run_client(
+                    bed.ns_cli, client, url, f"http://{proxy.address}" if proxy else None,
+                    out, log, args.client_timeout)
+                self.busy_during()
+                after = bed.delayline.snapshot()
+                if proxy and row.name == "keepalive-proxy":
+                    counters = kpbench.keepalive_counters(proxy)
+            finally:
+                if proxy:
+                    proxy.stop()
+                if os.path.exists(out) and not args.keep_workdir:
+                    os.unlink(out)
+            dl = delayline_delta(before, after)
+            self.env["discarded_late_shares"] = discarded
+            if self.kept_time(f"{row.label}, {client.name}", dl, attempt):
                 break
-            r.update(origin_stats(origin, mark, tag, args.pace_free_max))
-            r.update(url=url, exact=r["status"] == 0 and r["sha256"] == expected,
-                     lost_packets=(dl["a_to_b"]["lost"] + dl["b_to_a"]["lost"]) if dl else None,
-                     emulator_late_share=late_share(dl), delayline_delta=dl,
-                     kp_counters=counters, env=dict(self.env))
-            if not r["exact"]:
-                r["why"] = (f"{r['bytes']} B written, not the object" if r["status"] == 0
-                            else f"exit {r['status']}: "
-                            + " ".join((r.get("output_tail") or "").split())[-160:])
-            runs.append(r)
+        r.update(origin_stats(origin, mark, tag, args.pace_free_max))
+        r.update(url=url, exact=r["status"] == 0 and r["sha256"] == expected,
+                 lost_packets=(dl["a_to_b"]["lost"] + dl["b_to_a"]["lost"]) if dl else None,
+                 emulator_late_share=late_share(dl), delayline_delta=dl,
+                 kp_counters=counters, env=dict(self.env))
+        if not r["exact"]:
+            r["why"] = (f"{r['bytes']} B written, not the object" if r["status"] == 0
+                        else f"exit {r['status']}: "
+                        + " ".join((r.get("output_tail") or "").split())[-160:])
+        return r
+
+    def client_values(self, bed, scenario, client, row, runs, failure):
+        """One table row: a client's downloads through a row, summed up."""
         ok = [r["seconds"] for r in runs if r["exact"]]
         values = {
             "scenario": scenario, "client": client.name, "client_version": client.version,
@@ -1801,6 +1858,8 @@ def main():
     kpbench.require_program("ip", "iproute2")
     delayline_bin = kpbench.find_binary(args.build_dir, "kp-delayline")
     kpbench.find_binary(args.build_dir, "keepalive-proxy")
+    if args.old_build_dir:
+        kpbench.find_binary(args.old_build_dir, "keepalive-proxy")
     if not os.path.exists("/dev/net/tun"):
         kpbench.die("/dev/net/tun is missing (modprobe tun)")
     kpbench.raise_fd_limit()
