@@ -49,7 +49,7 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 	(void)target;
 	assert_true(fakes.n < RIG_MAX_STARTED);
 	/* A head no buffer holds fails at once, as the exchange's does. */
-	if (len > RIG_HEAD_MAX)
+	if (len > RIG_HEAD_MAX || fakes.fail_starts)
 		return -1;
 	s = &fakes.started[fakes.n++];
 	assert_true(len < sizeof(s->head));
@@ -125,6 +125,7 @@ reader_event(struct source_reader *r, int revents)
 {
 	(void)r;
 	(void)revents;
+	rig.reader_woken++;
 }
 
 int
@@ -243,6 +244,8 @@ read_all(struct source *src, char *out, size_t cap, size_t *len)
 	*len = 0;
 	while ((ms = conn_read(&src->conn, out + *len, cap - *len, &got)) == MOVE_OK)
 		*len += got;
+	/* As the exchange does: nothing now, so it waits to be told of more. */
+	conn_watch(&src->conn, ms == MOVE_AGAIN, false);
 	return ms;
 }
 

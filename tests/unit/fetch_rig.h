@@ -40,6 +40,7 @@ struct rig {
 	struct proxy_env env;
 	struct ra_fetcher *fe;
 	struct source_reader reader;     /* the client exchange reading a source */
+	unsigned reader_woken;           /* readiness the reader was given (the loop delivers it) */
 };
 extern struct rig rig;
 
@@ -59,6 +60,7 @@ struct fakes {
 	unsigned shrunk;                 /* dispatch_shrink_host() calls */
 	char shrunk_key[DISPATCH_KEY_MAX];
 	unsigned shrunk_to;
+	bool fail_starts;                /* exchange_start fails at once, as for a refused destination */
 };
 extern struct fakes fakes;
 

@@ -742,6 +742,66 @@ no_room_for_the_next_piece_waits_for_memory(void **state)
 	ra_split_free(sp);
 }
 
+/*
+ * Rule: when memory comes back, the piece the parked reader waits for may
+ * end as it is asked (its request failed at once): the reader is told to
+ * read again, whether it waited in a resume or for the next piece, and
+ * learns the download cannot go on rather than waiting for a byte that
+ * will never come.
+ */
+static void
+parked_reader_is_woken_for_a_piece_that_failed_at_once(void **state)
+{
+	static const struct {
+		const char *rule;
+		bool cut;            /* the first piece is cut mid-body: the reader waits in a resume */
+	} rows[] = {
+		{"waiting for the next piece", false},
+		{"waiting in a resume", true},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct ra_split *sp = split_new(64 * 1024, 1);
+		enum move_status ms = MOVE_AGAIN;
+		struct asker a;
+		struct source *src;
+		struct download *d;
+		size_t filled;
+
+		memset(&kp_stats, 0, sizeof(kp_stats));
+		src = split_download(sp, &a);
+		d = download_of(src);
+		filled = others_fill_the_memory();
+		if (rows[i].cut) {
+			answer_part(fakes.started[0].piece, V1, SPLIT_OBJ, 0);
+			answer_cut(fakes.started[0].piece, "reset");
+		} else {
+			answer_of(fakes.started[0].piece, V1, SPLIT_OBJ);
+		}
+		assert_int_equal(split_read(src), MOVE_AGAIN);
+		if (!d->m.parked)
+			fail_msg("%s: the reader is not parked", rows[i].rule);
+		rig_iteration_ends();
+		rig.reader_woken = 0;
+		others_let_go(2, filled);
+		fakes.fail_starts = true;
+		clock_advance(&rig.clock, THROTTLE_RETRY);
+		rig_iteration_ends();
+		if (rig.reader_woken != 1)
+			fail_msg("%s: the reader was told %u times to read again", rows[i].rule,
+			         rig.reader_woken);
+		/* Every piece asked again fails too: the client is cut off, not left waiting. */
+		for (unsigned round = 0; round < 20 && ms == MOVE_AGAIN; round++)
+			ms = split_read(src);
+		assert_int_equal(ms, MOVE_ERROR);
+		fakes.fail_starts = false;
+		download_ends(sp, src);
+		others_let_go(1, HALF);
+		ra_split_free(sp);
+	}
+}
+
 /* ---- the client's own range ------------------------------------------------------- */
 
 /*
@@ -1024,6 +1084,7 @@ main(void)
 		TEST(later_piece_of_another_version_cuts_the_client_off),
 		TEST(memory_full_during_a_resume_gives_way_then_waits),
 		TEST(no_room_for_the_next_piece_waits_for_memory),
+		TEST(parked_reader_is_woken_for_a_piece_that_failed_at_once),
 		TEST(client_range_is_answered_with_a_206),
 		TEST(first_piece_not_to_split_is_declined),
 		TEST(requests_not_to_split_are_forwarded),
