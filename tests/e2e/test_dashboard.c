@@ -9,6 +9,11 @@
  * row per origin with its counts. Screenshots are kept beside the test
  * (dashboard.png, and dashboard-phone.png at a phone's width) for people
  * to look at; nothing is judged from them.
+ *
+ * With parent proxies (a real microsocks, and one where nothing listens)
+ * the page has a block per parent whose numbers and failure rows must be
+ * /stats's too (dashboard-parents-phone.png shows it at a phone's width);
+ * without any, that section stays hidden.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +22,7 @@
 
 #include "harness.h"
 #include "origin.h"
+#include "parents.h"
 
 /* The page's chart covers this many intervals; /stats keeps one sample more. */
 #define INTERVALS 90
@@ -28,6 +34,7 @@
 #define WAIT_S 10.0
 
 static struct proxy px;
+static struct parent_proc socks;
 static int stats_port;
 
 /* ---- /stats, read as text ---- */
@@ -130,7 +137,7 @@ round_half_up(double x)
 static const char *
 fix(char *out, size_t size, double v, int d)
 {
-	static const double scale[] = {1, 10, 100};
+	static const double scale[] = {1, 10, 100, 1000};
 
 	snprintf(out, size, "%.*f", d, round_half_up(v * scale[d]) / scale[d]);
 	return out;
@@ -191,6 +198,22 @@ fmt_seconds(char *out, size_t size, double s)
 		snprintf(out, size, "%s min", sig(v, sizeof(v), s / 60));
 	else
 		snprintf(out, size, "%s h", sig(v, sizeof(v), s / 3600));
+	return out;
+}
+
+/* ms(s): a round trip in ms, thousandths below 1 ms; a dash when none was measured. */
+static const char *
+fmt_ms(char *out, size_t size, double s)
+{
+	char v[32];
+	double ms = s * 1e3;
+
+	if (!(s > 0))
+		snprintf(out, size, "\u2013");
+	else if (ms < 1)
+		snprintf(out, size, "%s ms", fix(v, sizeof(v), ms, 3));
+	else
+		snprintf(out, size, "%s ms", sig(v, sizeof(v), ms));
 	return out;
 }
 
@@ -508,6 +531,117 @@ check_charts(const char *dom, const char *s)
 	}
 }
 
+/* ---- Parent proxies ---- */
+
+/* Each failure kind of a parent in /stats, and the words the page says it in. */
+static const struct {
+	const char *key;
+	const char *words;
+} parent_failures[] = {
+	{"unreachable", "parent unreachable"},
+	{"refused", "refused by the parent"},
+	{"auth", "wrong or missing credentials"},
+	{"origin_unreachable", "parent could not reach the origin"},
+	{"bad_reply", "malformed reply"},
+	{"timeout", "timed out"},
+	{"closed", "closed by the parent"},
+};
+
+/* The i-th object of "parents" in /stats (at its `{"parent": "`), or NULL. */
+static const char *
+json_parent(const char *stats, unsigned i)
+{
+	const char *p = json_at(stats, "parents");
+
+	if (!p)
+		fail_msg("no \"parents\" in /stats:\n%.3000s", stats);
+	for (unsigned k = 0; (p = strstr(p, "{\"parent\": \"")) != NULL; k++, p++)
+		if (k == i)
+			return p;
+	return NULL;
+}
+
+/* The label of a parent's object in /stats. */
+static const char *
+json_parent_label(const char *obj, char *out, size_t size)
+{
+	const char *from = obj + strlen("{\"parent\": \""), *end = strchr(from, '"');
+
+	if (!end || (size_t)(end - from) >= size)
+		fail_msg("a parent in /stats without a label: %.300s", obj);
+	memcpy(out, from, (size_t)(end - from));
+	out[end - from] = '\0';
+	return out;
+}
+
+/* A count of failures of one kind: "unreachable" beside the handshakes, the rest in them. */
+static double
+json_parent_failures(const char *obj, const char *key)
+{
+	return strcmp(key, "unreachable") == 0 ? json_number(obj, key)
+	                                       : json_number(json_at(obj, "handshakes"), key);
+}
+
+/* The table row holding element id says words. */
+static bool
+row_says(const char *dom, const char *id, const char *words)
+{
+	char needle[320];
+	const char *at, *row = NULL;
+
+	snprintf(needle, sizeof(needle), " id=\"%s\"", id);
+	if (!(at = strstr(dom, needle)))
+		return false;
+	for (const char *p = dom; (p = strstr(p, "<tr>")) != NULL && p < at; p++)
+		row = p;
+	return row && memmem(row, (size_t)(at - row), words, strlen(words)) != NULL;
+}
+
+/* The block of the i-th parent: its label and every number against /stats. */
+static void
+check_parent(const char *dom, const char *s, unsigned i, unsigned *bad)
+{
+	const char *obj = json_parent(s, i);
+	char id[64], label[300], want[64];
+	double requests, reused, failed = 0;
+
+	snprintf(id, sizeof(id), "parents:%u", i);
+	check_shown(dom, id, json_parent_label(obj, label, sizeof(label)), NAN, bad);
+	requests = json_number(obj, "requests");
+	reused = json_number(obj, "reused");
+	snprintf(id, sizeof(id), "parents:%u:requests", i);
+	check_value(dom, id, fmt_count, requests, bad);
+	snprintf(id, sizeof(id), "parents:%u:connects", i);
+	check_value(dom, id, fmt_count, json_number(obj, "connects"), bad);
+	snprintf(id, sizeof(id), "parents:%u:reused", i);
+	check_value(dom, id, fmt_count, reused, bad);
+	snprintf(id, sizeof(id), "parents:%u:reuse", i);
+	check_shown(dom, id, fmt_percent(want, sizeof(want), reused, requests), NAN, bad);
+	snprintf(id, sizeof(id), "parents:%u:rtt", i);
+	check_value(dom, id, fmt_ms, json_number(obj, "rtt"), bad);
+	/* The kinds that happened, each in words, and only those. */
+	for (size_t k = 0; k < sizeof(parent_failures) / sizeof(parent_failures[0]); k++) {
+		double n = json_parent_failures(obj, parent_failures[k].key);
+		char text[64];
+
+		failed += n;
+		snprintf(id, sizeof(id), "parents:%u:%s", i, parent_failures[k].key);
+		if (n > 0) {
+			check_value(dom, id, fmt_count, n, bad);
+			if (!row_says(dom, id, parent_failures[k].words)) {
+				print_error("the row of %s does not say \"%s\"\n", id,
+				            parent_failures[k].words);
+				++*bad;
+			}
+		} else if (element(dom, id, text, sizeof(text), NULL, 0)) {
+			print_error("the page shows %s, which did not happen\n", id);
+			++*bad;
+		}
+	}
+	snprintf(id, sizeof(id), "parents:%u:failed", i);
+	check_shown(dom, id, fmt_count(want, sizeof(want), failed), NAN, bad);
+}
+
 static void
 page_shows_what_stats_says(void)
 {
@@ -573,6 +707,11 @@ page_shows_what_stats_says(void)
 	/* Read-ahead has fetched: the memory it takes is shown, not hidden as unused. */
 	if (!strstr(dom, "<section id=\"fetch\">"))
 		fail_msg("the page hides the memory for read-ahead and split downloads");
+	/* No parent configured: none in /stats, and their section hidden and empty. */
+	if (!strstr(s, "\"parents\": []"))
+		fail_msg("/stats lists parents that were not configured:\n%.4000s", s);
+	if (!strstr(dom, "<section id=\"parents\" hidden=\"\">") || strstr(dom, " id=\"parents:"))
+		fail_msg("the page shows a section for parents without any");
 	check_charts(dom, s);
 
 	/* And what they should be, from what the test did. */
@@ -602,6 +741,97 @@ page_shows_what_stats_says(void)
 	chromium(bin, url, "--screenshot=dashboard.png", "--window-size=1000,1600", log);
 	chromium(bin, url, "--screenshot=dashboard-phone.png", "--window-size=390,2400", log);
 	proxy_stop(&px);
+}
+
+/*
+ * Two parents: microsocks with a password, which the page must not show,
+ * and one where nothing listens. Through microsocks, four requests on one
+ * session and one to an origin it cannot reach; localhost through the
+ * other. The page's block for each must be what /stats counts, and that
+ * what the test did.
+ */
+static void
+parents_shown_as_stats_counts_them(void)
+{
+	const char *bin = require_program("chromium", "KP_CHROMIUM");
+	struct origin *og;
+	char listen[64], dead[64], plain[64], url[96], log[300], label[300], *dom, *s;
+	const char *args[] = {"--stats-listen", listen, "--parent", socks.url, "--parent-for",
+	                      "localhost", dead, NULL};
+	const char *obj;
+	unsigned bad = 0, n = 0, at_socks = ~0u, at_dead = ~0u;
+	int closed;
+	struct client c;
+	struct response r;
+
+	if (!parent_start_microsocks(&socks, "kp-user", "kp-pass"))
+		parent_skip(&socks);
+	og = origin_start(origin_handle_ok, NULL);
+	/* Nothing listens here: neither the second parent nor an origin asked of microsocks. */
+	closed = free_port();
+	snprintf(dead, sizeof(dead), "socks5h://127.0.0.1:%d", closed);
+	/* What /stats and the page call microsocks: its URL without the credentials. */
+	snprintf(plain, sizeof(plain), "socks5h://127.0.0.1:%d", socks.port);
+	stats_port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", stats_port);
+	proxy_start(&px, args);
+	client_open(&c, px.port);
+	for (int i = 0; i < 4; i++) {
+		send_request(&c, "GET", og, "/", "HTTP/1.1", NULL);
+		read_response_ok(&c, &r, 0);
+		assert_status(&r, 200);
+		response_free(&r);
+	}
+	client_close(&c);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", closed);
+	expect_get_from(px.port, NULL, url, 502, NULL);
+	snprintf(url, sizeof(url), "http://localhost:%d/", origin_port(og));
+	expect_get_from(px.port, NULL, url, 502, NULL);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", stats_port);
+	snprintf(log, sizeof(log), "%s/dom.html", harness_temp_dir());
+	chromium(bin, url, "--dump-dom", "--window-size=1000,2000", log);
+	dom = read_file_all(log, NULL);
+	if (!dom || !strstr(dom, "updated "))
+		fail_msg("chromium did not load the page and /stats:\n%s", dom ? dom : "(nothing)");
+	s = stats_now();
+	if (!strstr(dom, "<section id=\"parents\">"))
+		fail_msg("the page hides its parents:\n%.4000s", s);
+	for (; (obj = json_parent(s, n)) != NULL; n++) {
+		json_parent_label(obj, label, sizeof(label));
+		if (strcmp(label, plain) == 0)
+			at_socks = n;
+		if (strcmp(label, dead) == 0)
+			at_dead = n;
+		check_parent(dom, s, n, &bad);
+	}
+	if (bad)
+		fail_msg("%u numbers of parents on the page differ from /stats:\n%.4000s", bad, s);
+	if (strstr(dom, "kp-pass") || strstr(s, "kp-pass"))
+		fail_msg("the parent's password is on the page");
+
+	/* And what they should be, from what the test did. */
+	assert_int_equal(n, 2);
+	assert_true(at_socks < n && at_dead < n);
+	obj = json_parent(s, at_socks);
+	assert_int_equal(json_number(obj, "requests"), 5);
+	assert_int_equal(json_number(obj, "connects"), 2);
+	assert_int_equal(json_number(obj, "reused"), 3);
+	assert_int_equal(json_number(obj, "unreachable"), 0);
+	assert_int_equal(json_parent_failures(obj, "origin_unreachable"), 1);
+	assert_true(json_number(obj, "rtt") > 0);
+	obj = json_parent(s, at_dead);
+	assert_int_equal(json_number(obj, "requests"), 1);
+	assert_int_equal(json_number(obj, "connects"), 0);
+	assert_int_equal(json_number(obj, "reused"), 0);
+	assert_true(json_number(obj, "unreachable") >= 1);
+	free(s);
+	free(dom);
+
+	chromium(bin, url, "--screenshot=dashboard-parents-phone.png", "--window-size=390,3000",
+	         log);
+	proxy_stop(&px);
+	parent_stop(&socks);
 }
 
 /* A build with the page answers / with it; the JSON it polls is there either way. */
@@ -634,6 +864,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(page_is_self_contained),
 		E2E_TEST(page_shows_what_stats_says),
+		E2E_TEST(parents_shown_as_stats_counts_them),
 	};
 
 	return E2E_RUN("dashboard", tests);
