@@ -109,10 +109,11 @@ access_log_write(const struct access_entry *e)
 	gettimeofday(&now, NULL);
 	gmtime_r(&now.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	n = snprintf(line, sizeof(line), "%s.%03ldZ %s %s %.*s %d %llu %.1fms %s\n", when,
+	n = snprintf(line, sizeof(line), "%s.%03ldZ %s %s %.*s %d %llu %.1fms %s%s%s\n", when,
 	             (long)(now.tv_usec / 1000), net_addr_text(e->client, client, sizeof(client)),
 	             e->method, (int)target_len, e->target, e->status,
-	             (unsigned long long)e->bytes, e->seconds * 1000, e->upstream);
+	             (unsigned long long)e->bytes, e->seconds * 1000, e->upstream,
+	             e->via ? " via " : "", e->via ? e->via : "");
 	if (n <= 0)
 		return;
 	if ((size_t)n >= sizeof(line))

@@ -19,6 +19,7 @@
 #include "kp/intercept.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/parent.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
 
@@ -130,7 +131,8 @@ client_intercept_start(struct client *c)
 	}
 	c->intercepted->origin = ex->target;
 	/* Every request inside goes to this origin: its pool key is made once. */
-	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->owner.restricted);
+	dispatch_key_compose(c->intercepted->key, ex->target.key, true, ex->owner.restricted,
+	                     parents_route(c->env->parents, ex->target.host), false);
 	snprintf(c->intercepted->url_prefix, sizeof(c->intercepted->url_prefix), "https://%s",
 	         ex->target.key);
 	ex->owner.https = true;

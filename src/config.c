@@ -1,6 +1,7 @@
 #include "kp/config.h"
 
 #include "kp/hostpattern.h"
+#include "kp/parent_url.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -298,6 +299,53 @@ parse_intercept(struct kp_config *cfg, const char *arg)
 	return NULL;
 }
 
+static const char *
+parent_url_check(const char *url)
+{
+	struct parent_url ignored;
+
+	return parent_url_parse(url, &ignored);
+}
+
+static const char *
+parse_parent(struct kp_config *cfg, const char *arg)
+{
+	const char *bad = parent_url_check(arg);
+
+	if (bad)
+		return bad;
+	cfg->parent_url = arg;
+	return NULL;
+}
+
+static const char *
+add_parent_rule(struct kp_config *cfg, const char *pattern, const char *url)
+{
+	const char *bad = parent_pattern_problem(pattern);
+
+	if (!bad && url)
+		bad = parent_url_check(url);
+	if (bad)
+		return bad;
+	if (cfg->nparent_rules == KP_MAX_PARENT_RULES)
+		return "too many --parent-for and --direct rules";
+	cfg->parent_rules[cfg->nparent_rules].pattern = pattern;
+	cfg->parent_rules[cfg->nparent_rules++].url = url;
+	return NULL;
+}
+
+static const char *
+parse_parent_for(struct kp_config *cfg, const char *pattern, const char *url)
+{
+	return add_parent_rule(cfg, pattern, url);
+}
+
+static const char *
+parse_direct(struct kp_config *cfg, const char *pattern)
+{
+	return add_parent_rule(cfg, pattern, NULL);
+}
+
 /* Appends a range to a list; NULL, or what is wrong. */
 static const char *
 add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
@@ -332,6 +380,7 @@ add_range(struct cidr *list, unsigned *n, const char *text, const char *name)
 	.kind = CONFIG_OPT_CIDRS, .field = FIELD(list[0], struct cidr), \
 	.count_field = FIELD(n, unsigned)
 #define CUSTOM(fn) .kind = CONFIG_OPT_CUSTOM, .parse = (fn)
+#define CUSTOM2(fn) .kind = CONFIG_OPT_CUSTOM2, .parse2 = (fn)
 
 /*
  * A 32-bit size_t cannot count 16 GiB; there the cap is 2 GiB, so that what
@@ -484,6 +533,24 @@ const struct config_option config_options[] = {
 	 STRING(upstream_ca)},
 	{"leaf-cache", 0, "N", "minted certificates kept (default 256)",
 	 UNSIGNED(leaf_cache, 1, 1000000, "leaf cache must be 1-1000000 certificates")},
+	{"parent", 0, "URL",
+	 "reach origins through a parent proxy:\n"
+	 "socks5h://[USER:PASS@]HOST:PORT (it resolves names),\n"
+	 "socks5://... (the proxy resolves) or http://...",
+	 CUSTOM(parse_parent)},
+	{"parent-for", 0, "PATTERN URL",
+	 "hosts matching PATTERN (host name, *.domain, IP\n"
+	 "or CIDR) go through the parent URL; repeatable,\n"
+	 "the first matching rule wins, then --parent",
+	 CUSTOM2(parse_parent_for)},
+	{"direct", 0, "PATTERN", "hosts matching PATTERN go direct; a rule like\n"
+	 "--parent-for",
+	 CUSTOM(parse_direct)},
+	{"parent-credentials", 0, "FILE",
+	 "parent URLs with user:password@, one a line: a\n"
+	 "parent named without credentials takes them from\n"
+	 "the line of its scheme, host and port",
+	 STRING(parent_credentials)},
 	{"read-ahead", 0, NULL,
 	 "after a client got one byte range of a URL, fetch\n"
 	 "the range that follows before it asks (off)",
@@ -633,6 +700,7 @@ option_apply(struct kp_config *cfg, const struct config_option *o, const char *a
 		                 o->name);
 	case CONFIG_OPT_CUSTOM:
 		return o->parse(cfg, arg);
+	case CONFIG_OPT_CUSTOM2:   /* apply_options() calls parse2 itself */
 	case CONFIG_OPT_HELP:
 	case CONFIG_OPT_VERSION:
 		break;
@@ -690,6 +758,19 @@ apply_options(struct kp_config *cfg, int argc, char **argv, const char *tls_name
 			fprintf(out, "keepalive-proxy %s\nTLS: %s\n", KP_VERSION,
 			        tls_name ? tls_name : "none (built with -DKP_TLS=OFF)");
 			return CONFIG_EXIT_OK;
+		}
+		if (o->kind == CONFIG_OPT_CUSTOM2) {
+			/* The second word is the next argument, whatever it looks like. */
+			if (optind >= argc) {
+				fprintf(err, "keepalive-proxy: option --%s needs %s\n", o->name, o->arg);
+				return CONFIG_ERROR;
+			}
+			if ((bad = o->parse2(cfg, optarg, argv[optind])) != NULL) {
+				fprintf(err, "keepalive-proxy: %s: '%s %s'\n", bad, optarg, argv[optind]);
+				return CONFIG_ERROR;
+			}
+			optind++;
+			continue;
 		}
 		if ((bad = option_apply(cfg, o, optarg)) != NULL) {
 			fprintf(err, "keepalive-proxy: %s: '%s'\n", bad, optarg);

@@ -19,6 +19,7 @@
 #include "kp/evglue.h"
 #include "kp/hoststats.h"
 #include "kp/log.h"
+#include "kp/parent.h"
 #include "kp/plan.h"
 #include "kp/retry.h"
 #include "kp/stats.h"
@@ -150,6 +151,22 @@ end_hook(struct exchange *ex, bool complete)
 	ex->priv.env->hooks->ended(state, &v, complete);
 }
 
+/* The head as it goes on the wire. */
+static struct buf *
+wire_head(const struct exchange *ex)
+{
+	return ex->priv.wire_head ? ex->priv.wire_head : ex->priv.req_head;
+}
+
+static void
+drop_heads(struct exchange *ex)
+{
+	buf_put(ex->priv.req_head);
+	ex->priv.req_head = NULL;
+	buf_put(ex->priv.wire_head);
+	ex->priv.wire_head = NULL;
+}
+
 void
 exchange_release(struct exchange *ex)
 {
@@ -164,8 +181,7 @@ exchange_release(struct exchange *ex)
 		ex->priv.src->ops->close(ex->priv.src);
 		ex->priv.src = NULL;
 	}
-	buf_put(ex->priv.req_head);
-	ex->priv.req_head = NULL;
+	drop_heads(ex);
 	mover_release(&ex->priv.resp_mover);
 	tunnel_release(&ex->priv.tunnel);
 }
@@ -305,6 +321,7 @@ exchange_log(struct exchange *ex, int status, uint64_t bytes, const char *how)
 	e.bytes = bytes;
 	e.seconds = clock_now(ex->priv.env->clock) - ex->priv.started;
 	e.upstream = how;
+	e.via = ex->priv.parent ? ex->priv.parent->label : NULL;
 	access_log_write(&e);
 }
 
@@ -327,9 +344,49 @@ dispatch_target_of(const struct exchange *ex)
 		.key = ex->priv.key,
 		.tls = ex->owner.https,
 		.restricted = ex->owner.restricted,
+		.parent = ex->priv.parent,
+		.forward = ex->priv.forward,
 	};
 
 	return t;
+}
+
+/*
+ * Through an HTTP parent the request line names the origin (absolute
+ * form, RFC 9112 3.2.2; "OPTIONS *" as the bare authority, 3.2.4), and
+ * the parent's own credentials go with it: the client's never do, since
+ * the head was written without any Proxy-Authorization. -1: no room.
+ */
+static int
+write_forward_head(struct exchange *ex)
+{
+	const struct buf *req = ex->priv.req_head;
+	const char *head = buf_head((struct buf *)req), *end = head + buf_len((struct buf *)req);
+	const char *target = memchr(head, ' ', buf_len((struct buf *)req));
+	const char *version = target ? memchr(target + 1, ' ', (size_t)(end - target - 1)) : NULL;
+	const char *auth = ex->priv.parent->authorization;
+	struct buf *out;
+	bool asterisk;
+	int n;
+
+	/* The head ends in an empty line: the credentials go just before it. */
+	if (!version || end - head < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0)
+		return -1;
+	target++;
+	asterisk = version - target == 1 && *target == '*';
+	if (!(out = buf_get()))
+		return -1;
+	n = snprintf(buf_tail(out), buf_room(out), "%.*shttp://%s%.*s%.*s%s\r\n",
+	             (int)(target - head), head, ex->target.authority,
+	             asterisk ? 0 : (int)(version - target), target,
+	             (int)(end - 2 - version), version, auth);
+	if (n < 0 || (size_t)n >= buf_room(out)) {
+		buf_put(out);
+		return -1;
+	}
+	out->end = (size_t)n;
+	ex->priv.wire_head = out;
+	return 0;
 }
 
 /*
@@ -340,12 +397,17 @@ dispatch_target_of(const struct exchange *ex)
 static void
 choose_key(struct exchange *ex)
 {
+	ex->priv.parent = parents_route(ex->priv.env->parents, ex->target.host);
+	ex->priv.forward = parent_forwards(ex->priv.parent) && !ex->owner.https &&
+	                   ex->priv.mode != MODE_CONNECT;
 	if (ex->owner.fixed_key)
 		ex->priv.key = ex->owner.fixed_key;
-	else if (!ex->owner.restricted && !ex->owner.https)
+	else if (!ex->owner.restricted && !ex->owner.https && !ex->priv.parent)
 		ex->priv.key = ex->target.key;
 	else
-		ex->priv.key = dispatch_key_compose(ex->priv.key_buf, ex->target.key, ex->owner.https, ex->owner.restricted);
+		ex->priv.key = dispatch_key_compose(ex->priv.key_buf, ex->target.key,
+		                                    ex->owner.https, ex->owner.restricted,
+		                                    ex->priv.parent, ex->priv.forward);
 }
 
 void
@@ -410,6 +472,10 @@ exchange_forward(struct exchange *ex, const struct http_head *h, struct source *
 		return 431;
 	}
 	ex->priv.req_head->end = (size_t)n;
+	if (ex->priv.forward && write_forward_head(ex) < 0) {
+		*why = "request head too large to forward";
+		return 431;
+	}
 	/* A response held for exactly this request is served from there. */
 	if (!src && hooks_of(ex) && hooks_of(ex)->serve) {
 		struct exchange_view v = view_of(ex);
@@ -439,10 +505,12 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 		return -1;
 	memcpy(buf_tail(ex->priv.req_head), head, len);
 	ex->priv.req_head->end = len;
-	/* Sent as it is (no body follows): dispatch may write it on a busy connection. */
-	ex->priv.waiter.request = how == DISPATCH_AHEAD ? buf_head(ex->priv.req_head) : NULL;
-	ex->priv.waiter.request_len = how == DISPATCH_AHEAD ? len : 0;
 	choose_key(ex);
+	if (ex->priv.forward && write_forward_head(ex) < 0)
+		return -1;
+	/* Sent as it is (no body follows): dispatch may write it on a busy connection. */
+	ex->priv.waiter.request = how == DISPATCH_AHEAD ? buf_head(wire_head(ex)) : NULL;
+	ex->priv.waiter.request_len = how == DISPATCH_AHEAD ? buf_len(wire_head(ex)) : 0;
 	dispatch_or_serve(ex, NULL, how);
 	return 0;
 }
@@ -477,7 +545,7 @@ exchange_watch(struct exchange *ex, bool *down_read, bool *down_write)
 	*down_write = (out && buf_len(out)) || ex->priv.resp_pending || mover_held(&ex->priv.resp_mover);
 	conn_watch(&src->conn, response_can_pull(ex),
 	           ex->priv.req == REQ_SENDING && !src->conn.write_failed &&
-	                   (ex->priv.req_head_sent < buf_len(ex->priv.req_head) || ex->priv.req_pending));
+	                   (ex->priv.req_head_sent < buf_len(wire_head(ex)) || ex->priv.req_pending));
 }
 
 /* ---- tunnels -------------------------------------------------------------- */
@@ -520,8 +588,7 @@ begin_tunnel(struct exchange *ex)
 
 	kp_stats.tunnels++;
 	kp_stats.tunnels_open++;
-	buf_put(ex->priv.req_head);
-	ex->priv.req_head = NULL;
+	drop_heads(ex);
 	mover_release(&ex->priv.resp_mover);
 	tunnel_init(t, ex->priv.env->cfg->no_splice || !conn_pair_splices(&src->conn, ex->priv.down));
 	fits = mover_preload(&t->to_client.mover, *ex->priv.down_out);
@@ -561,7 +628,7 @@ ready(struct dispatch_waiter *w, struct source *src)
 	ex->priv.resp_received = 0;
 	/* Dispatch wrote the request behind another's: only its answer is left. */
 	if (w->source == DISPATCH_FROM_PIPELINE) {
-		ex->priv.req_head_sent = buf_len(ex->priv.req_head);
+		ex->priv.req_head_sent = buf_len(wire_head(ex));
 		ex->priv.req = REQ_DONE;
 	}
 	/* Splice needs both ends to be plain sockets. */
@@ -693,14 +760,15 @@ pump_request(struct exchange *ex)
 	ssize_t n;
 
 	while (ex->priv.req == REQ_SENDING && !upc->write_failed) {
-		size_t head_left = buf_len(ex->priv.req_head) - ex->priv.req_head_sent;
+		struct buf *head = wire_head(ex);
+		size_t head_left = buf_len(head) - ex->priv.req_head_sent;
 		struct buf *in;
 
 		if (!ex->priv.req_pending && frame_request(ex) < 0)
 			return -1;
 		in = *ex->priv.down_in;
 		if (head_left || ex->priv.req_pending) {
-			n = conn_send_two(upc, buf_head(ex->priv.req_head) + ex->priv.req_head_sent, head_left,
+			n = conn_send_two(upc, buf_head(head) + ex->priv.req_head_sent, head_left,
 			                  ex->priv.req_pending ? buf_head(in) : NULL, ex->priv.req_pending);
 			if (n < 0) {
 				/* The origin may have answered and closed; the response side decides. */

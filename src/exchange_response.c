@@ -14,6 +14,7 @@
 
 #include "kp/hoststats.h"
 #include "kp/log.h"
+#include "kp/parent.h"
 #include "kp/plan.h"
 #include "kp/stats.h"
 
@@ -188,6 +189,25 @@ final_head(struct exchange *ex, const struct plan *plan)
 }
 
 /*
+ * A 407 from an HTTP parent asks for the proxy's credentials, not the
+ * client's: passed on, it would have the client ask its user for a
+ * password this proxy never wanted.
+ */
+static int
+parent_refused_credentials(struct exchange *ex)
+{
+	struct parent *p = ex->priv.parent;
+	char why[400];
+
+	p->counts.outcomes[PARENT_AUTH_FAILED]++;
+	snprintf(why, sizeof(why), "parent %s %s", p->label,
+	         p->hop.user ? "rejected the username and password"
+	                     : "wants a username and password (see --parent-credentials)");
+	ex->priv.ops->reply(ex, 502, why, false);
+	return -1;
+}
+
+/*
  * A response head, as far as it came: what to do with it is the plan's
  * (plan.h). 1: parsed and acted on, look again; 0: more to come; -1 ended.
  */
@@ -206,6 +226,8 @@ response_head(struct exchange *ex)
 		return -1;
 	}
 	buf_compact(*out);
+	if (ex->priv.forward && ex->priv.resp_head.status == 407)
+		return parent_refused_credentials(ex);
 	facts = request_facts(ex);
 	plan = plan_response(&facts, &ex->priv.resp_head);
 	switch (plan.action) {

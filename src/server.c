@@ -25,6 +25,7 @@
 #include "kp/listener.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/parent.h"
 #include "kp/readahead.h"
 #include "kp/splice.h"
 #include "kp/stats.h"
@@ -408,6 +409,29 @@ init_fields(struct server *srv, struct ev_loop *loop, const struct kp_config *cf
 	pipes_init(cfg->pipe_size, 16, &srv->fds);
 }
 
+/* --parent and its rules, with the credentials file read while the daemon may still read it. */
+static int
+load_parents(struct server *srv)
+{
+	char why[512];
+
+	if (!srv->cfg->parent_url && !srv->cfg->nparent_rules)
+		return 0;
+	if (!(srv->parents = calloc(1, sizeof(*srv->parents)))) {
+		log_error("out of memory");
+		return -1;
+	}
+	if (!parents_init(srv->parents, srv->cfg, why, sizeof(why))) {
+		log_error("%s", why);
+		return -1;
+	}
+	for (unsigned i = 0; i < srv->parents->count; i++)
+		log_info("parent %s%s", srv->parents->list[i].label,
+		         srv->parents->list[i].hop.user ? " (with credentials)" : "");
+	srv->env.parents = srv->parents;
+	return 0;
+}
+
 /*
  * The parts the listener's clients will need: the resolver, the stats
  * page, the access log, TLS, dispatch, read-ahead and the per-host counts.
@@ -431,6 +455,8 @@ start_parts(struct server *srv)
 		return -1;
 	}
 	if (cfg->nintercept && load_tls(srv) < 0)
+		return -1;
+	if (load_parents(srv) < 0)
 		return -1;
 	srv->own.count = policy_own_addresses(srv->own.addr, POLICY_MAX_OWN);
 	if (dispatch_init(&srv->dispatch, loop, &srv->clock, cfg, srv->tls, &srv->own,
@@ -520,6 +546,9 @@ server_shutdown(struct server *srv)
 	srv->env.hooks = NULL;
 	readahead_free(srv->readahead);
 	srv->readahead = NULL;
+	free(srv->parents);
+	srv->parents = NULL;
+	srv->env.parents = NULL;
 	/* Connects nobody waits for any more, and the idle pool. */
 	dispatch_shutdown(&srv->dispatch);
 	client_reap(&srv->clients);

@@ -19,6 +19,7 @@
 #include "kp/listener.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/parent.h"
 #include "kp/stats.h"
 #if KP_DASHBOARD
 #include "kp/dashboard.h"
@@ -162,6 +163,8 @@ render_stats(const struct stats_page *sp, struct stats_text *t)
 		stats_printf(t, ", \"history\": ");
 		history_json(sp->history, t, clock_now(sp->env->clock));
 	}
+	stats_printf(t, ", \"parents\": ");
+	parents_json(sp->env->parents, t);
 	stats_printf(t, "}\n");
 }
 
@@ -185,6 +188,7 @@ answer(struct page_conn *pc)
 		respond_text(pc, 405, "Allow: GET\r\n", "GET only\n");
 	} else if (target_is(pc, "/metrics")) {
 		stats_render_prometheus(&body);
+		parents_prometheus(pc->sp->env->parents, &body);
 		respond(pc, body.failed ? 503 : 200, "text/plain; version=0.0.4", NULL, &body);
 	} else if (target_is(pc, "/stats") && pc->head.url.len == 6) {
 		render_stats(pc->sp, &body);

@@ -24,6 +24,7 @@ struct access_entry {
 	double seconds;           /* from the request head to the end */
 	const char *upstream;     /* "new", "pooled", "freed-up", "local", "tunnel", "read-ahead",
 	                           * or "intercepted" */
+	const char *via;          /* the parent proxy's label, written after it; NULL: direct */
 };
 
 /* 0, or -1 with errno (the file cannot be opened). */

@@ -19,6 +19,8 @@
 #define KP_MAX_INTERCEPT 64
 /* Host patterns --split may list. */
 #define KP_MAX_SPLIT 64
+/* --parent-for and --direct rules, together. */
+#define KP_MAX_PARENT_RULES 64
 /*
  * Descriptors kept back from clients (listener, resolver, stdio, logging);
  * each client may hold two, its own and an upstream's, so --max-clients is
@@ -112,6 +114,15 @@ struct kp_config {
 	size_t split_size;           /* --split-size: bytes per range asked of the origin */
 	unsigned split_connections;  /* --split-connections: connections one download may use */
 
+	/* Parent proxies (parent.h): origins reached through a SOCKS5 or HTTP proxy. */
+	const char *parent_url;      /* --parent: for every origin no rule names; NULL: direct */
+	struct {
+		const char *pattern;     /* host, *.domain, IP literal or CIDR */
+		const char *url;         /* --parent-for's parent; NULL: --direct */
+	} parent_rules[KP_MAX_PARENT_RULES];   /* in the order given: the first match wins */
+	unsigned nparent_rules;
+	const char *parent_credentials;   /* --parent-credentials FILE: user:password per parent */
+
 	/* Resolver. */
 	double dns_cache_ttl;        /* seconds a resolved name is reused */
 
@@ -156,6 +167,7 @@ enum config_option_kind {
 	CONFIG_OPT_COUNT,     /* no value: an int field goes up by one */
 	CONFIG_OPT_CIDRS,     /* an address or range appended to a struct cidr list */
 	CONFIG_OPT_CUSTOM,    /* parse() does it */
+	CONFIG_OPT_CUSTOM2,   /* two words follow the option: parse2() takes both */
 	CONFIG_OPT_HELP,      /* no value: print --help and stop */
 	CONFIG_OPT_VERSION,   /* no value: print the version and stop */
 };
@@ -176,6 +188,8 @@ struct config_option {
 	const char *bad;          /* UNSIGNED, SIZE, SECONDS: why a value was refused */
 	/* CONFIG_OPT_CUSTOM: stores arg in cfg; NULL, or why it was refused. */
 	const char *(*parse)(struct kp_config *cfg, const char *arg);
+	/* CONFIG_OPT_CUSTOM2: the same for an option of two words (arg names both). */
+	const char *(*parse2)(struct kp_config *cfg, const char *arg, const char *arg2);
 };
 
 /* Every option, in --help order, ended by an entry whose name is NULL. */

@@ -134,17 +134,20 @@ int dispatch_init(struct dispatch *d, struct ev_loop *loop, struct clock *clock,
 /* Fails every waiter (503), closes every connection and frees them. */
 void dispatch_shutdown(struct dispatch *d);
 
-/* Room for any dispatch key: "https://", a host:port key, " (lan)". */
+/* Room for any dispatch key: "https://", a host:port key, " (lan)", " via parent 15". */
 #define DISPATCH_KEY_MAX HTTP_CONN_KEY_MAX
 
 /*
  * The one composer of dispatch keys: requests share a connection only if
  * they agree on scheme, host and port (the server name is the host) and on
  * whether the client is beyond this machine (those never share with local
- * ones). host_port is the target's "host:port" (http_target.key); out holds
- * DISPATCH_KEY_MAX bytes. Returns out.
+ * ones), and on the parent proxy on the way: through an HTTP parent, plain
+ * requests of every origin share the connections to it. host_port is the
+ * target's "host:port" (http_target.key); out holds DISPATCH_KEY_MAX
+ * bytes. Returns out.
  */
-const char *dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted);
+const char *dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted,
+                                 const struct parent *parent, bool forward);
 
 /* Where a request goes, and which connections may carry it. */
 struct dispatch_target {
@@ -163,6 +166,8 @@ struct dispatch_target {
 	 * unrestricted requester's, so that the two never share a connection.
 	 */
 	bool restricted;
+	struct parent *parent;   /* the parent proxy on the way (parents_route); NULL: direct */
+	bool forward;            /* to an HTTP parent in absolute form (upstream_target.forward) */
 };
 
 void dispatch_request(struct dispatch *d, struct dispatch_waiter *w,

@@ -27,6 +27,7 @@ struct proxy_env {
 	struct clock *clock;                 /* the loop's time, for deadlines */
 	const struct kp_config *cfg;
 	struct dispatch *dispatch;           /* the connections to origins */
+	struct parents *parents;             /* --parent and its rules; NULL: every origin direct */
 	struct fd_budget *fds;               /* descriptors and who holds them */
 	struct tls *tls;                     /* --intercept: CA, contexts, caches; NULL: off */
 	struct intercept_memory *refusals;   /* clients that refused our certificate */

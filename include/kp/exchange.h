@@ -161,7 +161,15 @@ struct exchange_private {
 	const char *key;              /* dispatch key: fixed_key, target.key, or key_buf */
 	char key_buf[DISPATCH_KEY_MAX];
 	struct buf *req_head;         /* rewritten head, kept for a replay until the response starts */
-	size_t req_head_sent;
+	/*
+	 * What goes on the wire when it differs from req_head: through an HTTP
+	 * parent, the head in absolute form with the parent's credentials.
+	 * NULL: req_head itself. The hooks see req_head, as the origin would.
+	 */
+	struct buf *wire_head;
+	size_t req_head_sent;         /* bytes of the wire's head sent */
+	struct parent *parent;        /* the parent proxy on the way; NULL: direct */
+	bool forward;                 /* to an HTTP parent in absolute form */
 	struct framer req_body;
 	size_t req_pending;           /* framed body bytes at the front of *down_in */
 	uint64_t req_body_sent;

@@ -20,9 +20,10 @@ struct http_head;
 #define HTTP_KEY_MAX 272
 /*
  * A key for the connections to host:port: HTTP_KEY_MAX with a scheme
- * before it and a note after it ("https://", " (lan)"; dispatch_key_compose).
+ * before it and notes after it ("https://", " (lan)", " via parent 2";
+ * dispatch_key_compose).
  */
-#define HTTP_CONN_KEY_MAX (HTTP_KEY_MAX + 16)
+#define HTTP_CONN_KEY_MAX (HTTP_KEY_MAX + 32)
 
 /* The absolute-form request-target of a forward proxy request. */
 struct http_target {

@@ -34,6 +34,7 @@ struct server {
 	const struct kp_config *cfg;
 	struct proxy_env env;            /* what clients and the stats page are given */
 	struct readahead *readahead;    /* --read-ahead; NULL: off (its hooks are in env) */
+	struct parents *parents;        /* --parent and its rules; NULL: none (env has it too) */
 	struct clock clock;              /* the loop's time */
 	struct fd_budget fds;            /* the descriptor limit and who holds what */
 	struct dispatch dispatch;        /* the connections to origins */

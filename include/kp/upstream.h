@@ -25,10 +25,33 @@
 
 struct upstream;
 struct tls;
+struct parent;
+
+/* Where a connection goes: its origin, and the parent proxy on the way, if any. */
+struct upstream_target {
+	const char *host;          /* the origin's name or address, as the request named it */
+	uint16_t port;
+	/*
+	 * The pool key it is opened for, also the TLS session's: the owner's
+	 * string, which must outlive the connection.
+	 */
+	const char *key;
+	bool tls;                  /* https: a verified TLS handshake with host follows */
+	bool restricted;           /* for clients beyond this machine: destination rules apply */
+	struct parent *parent;     /* NULL: direct */
+	/*
+	 * Through an HTTP parent, plain requests go to the parent in absolute
+	 * form: the connection is to the parent itself, and any origin's
+	 * request may ride it. False: a path to host:port is opened through
+	 * the parent (SOCKS5, or CONNECT).
+	 */
+	bool forward;
+};
 
 enum upstream_state {
 	UPSTREAM_RESOLVING,   /* waiting for the resolver thread */
 	UPSTREAM_CONNECTING,  /* one or more connect attempts in flight */
+	UPSTREAM_PARENTING,   /* connected to the parent; asking it for a path to the origin */
 	UPSTREAM_HANDSHAKING, /* connected; the TLS handshake with the origin is under way */
 	UPSTREAM_BUSY,        /* connected and the owner's: carrying an exchange, or about to */
 	UPSTREAM_IDLE,        /* waiting for the next exchange, watched for EOF */
@@ -70,7 +93,9 @@ struct upstream {
 	struct upstream_setup *setup;
 	bool restricted;             /* for clients beyond this machine: destination rules apply */
 	bool tls;                    /* https: a verified TLS handshake follows the connect */
+	bool forward;                /* to an HTTP parent as is (upstream_target.forward) */
 	uint16_t port;
+	struct parent *parent;       /* reached through it; NULL: direct */
 	unsigned exchanges;          /* completed on this connection */
 	/*
 	 * The pool key it was opened for, also the TLS session's: the owner's
@@ -80,12 +105,13 @@ struct upstream {
 };
 
 /*
- * Sets up a connection to host:port, not started yet. tls: it is ready only
- * once a verified TLS handshake with host is done. key is kept, not copied.
- * -1 when memory is exhausted (nothing to close then).
+ * Sets up a connection to t, not started yet: it is ready once connected,
+ * the parent's path opened and the TLS handshake done, as t asks. t->key
+ * is kept, not copied; the rest is copied. -1 when memory is exhausted
+ * (nothing to close then).
  */
-int upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
-                  uint16_t port, const char *key, bool tls, bool restricted);
+int upstream_init(struct upstream *up, const struct upstream_context *ctx,
+                  const struct upstream_target *t);
 /* Resolves and connects. The outcome may reach the owner before this returns. */
 void upstream_connect(struct upstream *up);
 

@@ -7,12 +7,14 @@
  */
 #include "kp/dispatch.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kp/buf.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
+#include "kp/parent.h"
 #include "kp/pool.h"
 #include "kp/stats.h"
 
@@ -46,6 +48,8 @@ host_get(struct dispatch *d, const struct dispatch_target *t)
 		h->port = t->port;
 		h->restricted = t->restricted;
 		h->tls = t->tls;
+		h->parent = t->parent;
+		h->forward = t->forward;
 		snprintf(h->name, sizeof(h->name), "%s", t->host);
 	}
 	return h;
@@ -131,9 +135,10 @@ unlink_connect(struct dispatch_waiter *w)
 /* ---- connections: open, counted, gone, freed ------------------------------- */
 
 static struct dispatch_conn *
-conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, bool tls,
-         bool restricted)
+conn_new(struct dispatch *d, const struct upstream_target *target)
 {
+	struct upstream_target t = *target;
+	const char *key = t.key;
 	size_t len = strlen(key) + 1;
 	struct dispatch_conn *dc = slab_get(&d->conns);
 
@@ -148,8 +153,8 @@ conn_new(struct dispatch *d, const char *host, uint16_t port, const char *key, b
 		slab_put(&d->conns, dc);
 		return NULL;
 	}
-	if (upstream_init(&dc->up, &d->up_ctx, host, port, dc->long_key ? dc->long_key : dc->key,
-	                  tls, restricted) < 0) {
+	t.key = dc->long_key ? dc->long_key : dc->key;
+	if (upstream_init(&dc->up, &d->up_ctx, &t) < 0) {
 		free(dc->long_key);
 		slab_put(&d->conns, dc);
 		return NULL;
@@ -579,8 +584,11 @@ static const struct source_ops conn_source_ops = {
 static void
 start_connect(struct dispatch_host *h, struct dispatch_waiter *w, bool bound)
 {
-	struct dispatch_conn *dc =
-	        conn_new(h->d, h->name, h->port, h->node.key, h->tls, h->restricted);
+	struct upstream_target t = {
+		.host = h->name, .port = h->port, .key = h->node.key, .tls = h->tls,
+		.restricted = h->restricted, .parent = h->parent, .forward = h->forward,
+	};
+	struct dispatch_conn *dc = conn_new(h->d, &t);
 
 	if (!dc) {
 		if (w->host)
@@ -601,6 +609,31 @@ start_connect(struct dispatch_host *h, struct dispatch_waiter *w, bool bound)
 	upstream_connect(&dc->up);
 }
 
+/*
+ * Through a parent the proxy never connects to the origin itself, so an
+ * address named in the request is held to the destination rules here,
+ * before the parent is asked for it. A name the parent resolves cannot be.
+ */
+static bool
+parent_may_reach(const struct dispatch *d, const struct dispatch_target *t)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} a;
+
+	memset(&a, 0, sizeof(a));
+	if (inet_pton(AF_INET, t->host, &a.in.sin_addr) == 1)
+		a.sa.sa_family = AF_INET;
+	else if (inet_pton(AF_INET6, t->host, &a.in6.sin6_addr) == 1)
+		a.sa.sa_family = AF_INET6;
+	else
+		return true;
+	return policy_dest_allowed(d->up_ctx.cfg, d->up_ctx.own->addr, d->up_ctx.own->count,
+	                           t->restricted, &a.sa);
+}
+
 void
 dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dispatch_target *t,
                  enum dispatch_how how)
@@ -614,9 +647,21 @@ dispatch_request(struct dispatch *d, struct dispatch_waiter *w, const struct dis
 	kp_list_init_link(&w->link);
 	w->background = false;
 	w->since = clock_now(d->clock);
+	if (t->parent && !parent_may_reach(d, t)) {
+		w->failed(w, 403, "the destination is not reachable from your network through this "
+		                  "proxy (see --allow-dest)");
+		return;
+	}
+	if (t->parent)
+		t->parent->counts.requests++;
 	if (how == DISPATCH_TUNNEL) {
 		/* Raw bytes to host:port: never pooled, so never counted per host. */
-		if (!(dc = conn_new(d, t->host, t->port, t->key, false, t->restricted))) {
+		struct upstream_target raw = {
+			.host = t->host, .port = t->port, .key = t->key,
+			.restricted = t->restricted, .parent = t->parent,
+		};
+
+		if (!(dc = conn_new(d, &raw))) {
 			w->failed(w, 503, "out of memory");
 			return;
 		}
@@ -809,9 +854,17 @@ dispatch_shutdown(struct dispatch *d)
 }
 
 const char *
-dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted)
+dispatch_key_compose(char *out, const char *host_port, bool tls, bool restricted,
+                     const struct parent *parent, bool forward)
 {
-	snprintf(out, DISPATCH_KEY_MAX, "%s%s%s", tls ? "https://" : "", host_port,
-	         restricted ? " (lan)" : "");
+	/* The parent's number, not its label: a key stays short, and the table never changes. */
+	if (forward)
+		snprintf(out, DISPATCH_KEY_MAX, "http parent %u", parent->id);
+	else if (parent)
+		snprintf(out, DISPATCH_KEY_MAX, "%s%s%s via parent %u", tls ? "https://" : "",
+		         host_port, restricted ? " (lan)" : "", parent->id);
+	else
+		snprintf(out, DISPATCH_KEY_MAX, "%s%s%s", tls ? "https://" : "", host_port,
+		         restricted ? " (lan)" : "");
 	return out;
 }

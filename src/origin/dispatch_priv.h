@@ -38,6 +38,8 @@ struct dispatch_host {
 	uint16_t port;
 	bool restricted;                 /* its connections obey the destination rules */
 	bool tls;                        /* its connections speak TLS */
+	bool forward;                    /* its connections go to an HTTP parent as is */
+	struct parent *parent;           /* the parent on the way; NULL: direct */
 	/*
 	 * The origin refused more connections than it allows: none opens and
 	 * none goes idle while more than keep are open (dispatch_shrink_host).

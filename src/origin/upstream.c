@@ -7,6 +7,7 @@
 #include "kp/evglue.h"
 #include "kp/log.h"
 #include "kp/net.h"
+#include "kp/parent.h"
 #include "kp/stats.h"
 #include "kp/tls.h"
 
@@ -44,6 +45,14 @@ struct upstream_setup {
 	unsigned next_addr;          /* index of the address to try next */
 	int last_error;              /* errno of the last failed attempt, for the 502 text */
 	unsigned refused;            /* addresses the destination rules refused */
+	/*
+	 * Through a socks5:// parent the origin's name is looked up here first
+	 * (and held to the destination rules), then the parent's.
+	 */
+	bool naming_origin;
+	struct sockaddr_storage origin_addr;
+	bool has_origin_addr;
+	struct parent_handshake handshake;   /* through a parent: asking it for the path */
 	char host_name[];            /* the origin's name: looked up, then sent and checked in TLS */
 };
 
@@ -52,6 +61,7 @@ static void start_attempts(struct upstream *up);
 static const char *const state_names[] = {
 	[UPSTREAM_RESOLVING] = "resolving",
 	[UPSTREAM_CONNECTING] = "connecting",
+	[UPSTREAM_PARENTING] = "parenting",
 	[UPSTREAM_HANDSHAKING] = "handshaking",
 	[UPSTREAM_BUSY] = "busy",
 	[UPSTREAM_IDLE] = "idle",
@@ -91,6 +101,7 @@ end_setup(struct upstream *up)
 	if (!up->setup)
 		return;
 	dns_cancel(&up->setup->dns);
+	parent_handshake_cancel(&up->setup->handshake);
 	close_attempts(up);
 	free(up->setup);
 	up->setup = NULL;
@@ -117,6 +128,8 @@ upstream_begin(struct upstream *up)
 {
 	set_state(up, UPSTREAM_BUSY);
 	up->src.reused = up->exchanges > 0;
+	if (up->parent && up->src.reused)
+		up->parent->counts.reused++;
 	up->src.keep_alive_hint = -1;
 	/*
 	 * A request not yet sent has no answer waiting: reading now would only
@@ -131,6 +144,8 @@ upstream_continue(struct upstream *up)
 {
 	set_state(up, UPSTREAM_BUSY);
 	up->src.reused = true;
+	if (up->parent)
+		up->parent->counts.reused++;
 	up->src.keep_alive_hint = -1;
 	conn_watch(&up->src.conn, false, false);
 }
@@ -186,12 +201,34 @@ upstream_order_addrs(struct dns_addrs *a)
 	}
 }
 
+/* No connection to the parent: it is down, or the path to it is. */
+static void
+parent_unreachable(struct upstream *up)
+{
+	struct parent *p = up->parent;
+	int err = up->setup->last_error;
+	char why[400];
+
+	kp_stats.upstream_connect_failures++;
+	kp_stats.errors[err == ETIMEDOUT ? KP_ERR_TIMEOUT : KP_ERR_CONNECT]++;
+	p->counts.unreachable++;
+	snprintf(why, sizeof(why), "parent %s unreachable: %s", p->label,
+	         err == ETIMEDOUT ? "timed out connecting to it"
+	         : err        ? strerror(err)
+	                      : "cannot connect to it");
+	up->ctx->ops->failed(up, err == ETIMEDOUT ? 504 : 502, why);
+}
+
 static void
 fail(struct upstream *up)
 {
 	int err = up->setup->last_error;
 	bool all_refused = up->setup->refused == up->setup->addrs.count;
 
+	if (up->parent && !up->setup->naming_origin) {
+		parent_unreachable(up);
+		return;
+	}
 	kp_stats.upstream_connect_failures++;
 	if (!all_refused)
 		kp_stats.errors[KP_ERR_CONNECT]++;
@@ -264,6 +301,58 @@ start_tls(struct upstream *up)
 	handshake_step(up);
 }
 
+/* The bytes to the origin flow: TLS first if it is https, else ready. */
+static void
+path_open(struct upstream *up)
+{
+	if (up->tls) {
+		start_tls(up);
+		return;
+	}
+	end_setup(up);
+	set_state(up, UPSTREAM_BUSY);
+	up->ctx->ops->ready(up);
+}
+
+/* ---- through a parent ----------------------------------------------------- */
+
+static void
+parent_answered(struct parent_handshake *h, enum parent_outcome outcome, int status,
+                const char *why)
+{
+	struct upstream *up = container_of(h, struct upstream_setup, handshake)->up;
+	static struct log_limit failures = LOG_LIMIT(1);
+	char text[400];
+
+	up->parent->counts.outcomes[outcome]++;
+	if (outcome == PARENT_OPEN) {
+		log_debug("upstream %s fd %d: path open through %s", up->key, up->src.conn.fd,
+		          up->parent->label);
+		path_open(up);
+		return;
+	}
+	/* Copied: the words live in the handshake, freed with the setup. */
+	snprintf(text, sizeof(text), "%s", why);
+	kp_stats.upstream_connect_failures++;
+	kp_stats.errors[outcome == PARENT_TIMEOUT ? KP_ERR_TIMEOUT : KP_ERR_CONNECT]++;
+	log_limited(&failures, KP_LOG_INFO, "upstream %s: %s", up->key, text);
+	up->ctx->ops->failed(up, status, text);
+}
+
+/* Connected to the parent: it is asked for a path to the origin, within --connect-timeout. */
+static void
+start_parenting(struct upstream *up)
+{
+	struct upstream_setup *st = up->setup;
+
+	set_state(up, UPSTREAM_PARENTING);
+	ev_timer_stop(up->ctx->loop, &st->timer);
+	parent_handshake_start(&st->handshake, up->ctx->loop, up->src.conn.fd, &up->parent->hop,
+	                       st->host_name, up->port,
+	                       st->has_origin_addr ? (const struct sockaddr *)&st->origin_addr : NULL,
+	                       up->ctx->cfg->connect_timeout, parent_answered);
+}
+
 /*
  * The first handshake to finish wins. The others are closed: a request
  * that would want a second connection has its own connect in flight.
@@ -281,13 +370,15 @@ won(struct upstream *up, struct connect_attempt *a)
 	conn_set_fd(&up->src.conn, fd);
 	log_debug("upstream %s fd %d: connected to %s", up->key, fd,
 	          net_addr_text(&up->setup->addrs.addr[a->addr].sa, addr, sizeof(addr)));
-	if (up->tls) {
-		start_tls(up);
-		return;
+	if (up->parent) {
+		up->parent->counts.connects++;
+		up->parent->counts.rtt = conn_path_figures(&up->src.conn).rtt;
+		if (!up->forward) {
+			start_parenting(up);
+			return;
+		}
 	}
-	end_setup(up);
-	set_state(up, UPSTREAM_BUSY);
-	up->ctx->ops->ready(up);
+	path_open(up);
 }
 
 /* When the connect timer should fire next: a stagger or a deadline. */
@@ -363,11 +454,14 @@ start_one(struct upstream *up, struct connect_attempt *a)
 		socklen_t len = sa->sa.sa_family == AF_INET6 ? sizeof(sa->in6) : sizeof(sa->in);
 		char addr[64];
 
+		uint16_t port = up->parent ? up->parent->where.port : up->port;
+
 		if (sa->sa.sa_family == AF_INET6)
-			sa->in6.sin6_port = htons(up->port);
+			sa->in6.sin6_port = htons(port);
 		else
-			sa->in.sin_port = htons(up->port);
-		if (!policy_dest_allowed(up->ctx->cfg, up->ctx->own->addr, up->ctx->own->count,
+			sa->in.sin_port = htons(port);
+		/* The parent is the user's own choice: the rules are for where it is asked to go. */
+		if (!up->parent && !policy_dest_allowed(up->ctx->cfg, up->ctx->own->addr, up->ctx->own->count,
 		                         up->restricted, &sa->sa)) {
 			static struct log_limit refusals = LOG_LIMIT(1);
 
@@ -454,18 +548,65 @@ connect_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	start_attempts(up);
 }
 
+static void look_up(struct upstream *up, const char *name);
+
+/*
+ * socks5://: the origin's address, found here, is what the parent is
+ * asked for: the first the destination rules allow. Then the parent's
+ * own name is looked up.
+ */
+static void
+origin_named(struct upstream *up, const struct dns_addrs *addrs)
+{
+	struct upstream_setup *st = up->setup;
+
+	st->naming_origin = false;
+	for (unsigned i = 0; i < addrs->count && !st->has_origin_addr; i++) {
+		const struct sockaddr *sa = &addrs->addr[i].sa;
+
+		if (!policy_dest_allowed(up->ctx->cfg, up->ctx->own->addr, up->ctx->own->count,
+		                         up->restricted, sa))
+			continue;
+		memcpy(&st->origin_addr, sa,
+		       sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		                                 : sizeof(struct sockaddr_in));
+		st->has_origin_addr = true;
+	}
+	if (!st->has_origin_addr) {
+		kp_stats.upstream_connect_failures++;
+		up->ctx->ops->failed(up, 403,
+		                     "the destination is not reachable from your network "
+		                     "through this proxy (see --allow-dest)");
+		return;
+	}
+	look_up(up, up->parent->where.host);
+}
+
 static void
 resolved(struct dns_waiter *w, const struct dns_addrs *addrs, int error)
 {
 	struct upstream *up = container_of(w, struct upstream_setup, dns)->up;
-	char why[300];
+	char why[400];
 
+	if (error && up->parent && !up->setup->naming_origin) {
+		snprintf(why, sizeof(why), "cannot resolve parent %s: %s", up->parent->label,
+		         dns_error_text(error));
+		kp_stats.upstream_connect_failures++;
+		kp_stats.errors[KP_ERR_UNRESOLVED]++;
+		up->parent->counts.unreachable++;
+		up->ctx->ops->failed(up, 502, why);
+		return;
+	}
 	if (error) {
 		snprintf(why, sizeof(why), "cannot resolve %s: %s", up->setup->host_name,
 		         dns_error_text(error));
 		kp_stats.upstream_connect_failures++;
 		kp_stats.errors[KP_ERR_UNRESOLVED]++;
 		up->ctx->ops->failed(up, 502, why);
+		return;
+	}
+	if (up->setup->naming_origin) {
+		origin_named(up, addrs);
 		return;
 	}
 	up->setup->addrs = *addrs;
@@ -499,30 +640,33 @@ io_event(struct conn *c, int revents)
 		break;
 	case UPSTREAM_RESOLVING:
 	case UPSTREAM_CONNECTING:
+	case UPSTREAM_PARENTING:   /* the handshake watches the socket itself */
 	case UPSTREAM_CLOSED:
 		break;
 	}
 }
 
 int
-upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
-              uint16_t port, const char *key, bool tls, bool restricted)
+upstream_init(struct upstream *up, const struct upstream_context *ctx,
+              const struct upstream_target *t)
 {
-	size_t len = strlen(host) + 1;
+	size_t len = strlen(t->host) + 1;
 	struct upstream_setup *st = calloc(1, sizeof(*st) + len);
 
 	memset(up, 0, sizeof(*up));
 	if (!st)
 		return -1;
 	up->ctx = ctx;
-	up->port = port;
-	up->tls = tls;
-	up->restricted = restricted;
-	up->key = key;
+	up->port = t->port;
+	up->tls = t->tls;
+	up->restricted = t->restricted;
+	up->key = t->key;
+	up->parent = t->parent;
+	up->forward = t->forward;
 	up->src.keep_alive_hint = -1;
 	conn_init(&up->src.conn, ctx->loop, -1, &conn_tcp_ops, io_event);
 	st->up = up;
-	memcpy(st->host_name, host, len);
+	memcpy(st->host_name, t->host, len);
 	for (unsigned i = 0; i < UPSTREAM_MAX_ATTEMPTS; i++)
 		st->attempts[i].fd = -1;
 	ev_init(&st->timer, connect_timer_cb);
@@ -532,17 +676,17 @@ upstream_init(struct upstream *up, const struct upstream_context *ctx, const cha
 	return 0;
 }
 
-void
-upstream_connect(struct upstream *up)
+/* Looks name up; the answer goes to resolved(), perhaps before this returns. */
+static void
+look_up(struct upstream *up, const char *name)
 {
 	struct upstream_setup *st = up->setup;
+	struct dns_addrs found;
 	int error = 0;
 
-	switch (dns_lookup(st->host_name, &st->addrs, &error, &st->dns)) {
+	switch (dns_lookup(name, &found, &error, &st->dns)) {
 	case DNS_DONE:
-		upstream_order_addrs(&st->addrs);
-		st->next_addr = 0;
-		start_attempts(up);
+		resolved(&st->dns, &found, 0);
 		break;
 	case DNS_FAILED:
 		resolved(&st->dns, NULL, error);
@@ -550,4 +694,20 @@ upstream_connect(struct upstream *up)
 	case DNS_PENDING:
 		break;
 	}
+}
+
+void
+upstream_connect(struct upstream *up)
+{
+	/*
+	 * Through a parent the parent's name is looked up, not the origin's:
+	 * socks5h:// and HTTP parents resolve it themselves, and no query for
+	 * it leaves this machine. socks5:// wants the origin's address first.
+	 */
+	if (up->parent && up->parent->hop.kind == PARENT_SOCKS5 && !up->forward) {
+		up->setup->naming_origin = true;
+		look_up(up, up->setup->host_name);
+		return;
+	}
+	look_up(up, up->parent ? up->parent->where.host : up->setup->host_name);
 }

@@ -904,6 +904,7 @@ static const struct {
 	{"read-ahead-depth", AT(read_ahead_depth)},
 	{"read-ahead-ttl", AT(read_ahead_ttl)},
 	{"split-size", AT(split_size)},
+	{"parent-credentials", AT(parent_credentials)},
 	{"split-connections", AT(split_connections)},
 	{"check-host", AT(check_host)},
 	{"json", AT(check_json)},
@@ -911,6 +912,47 @@ static const struct {
 	{"rate", AT(path_rate_mbit)},
 	{"verbose", AT(verbosity)},
 };
+
+/*
+ * --parent-for takes two words and keeps the rules in the order given,
+ * --direct among them; a malformed parent is refused when read, naming
+ * what is wrong and never the password.
+ */
+static void
+test_parent_rules_keep_their_order(void **state)
+{
+	struct outcome o;
+
+	(void)state;
+	RUN(&o, "--parent-for", "*.tv.example", "socks5h://127.0.0.1:1080", "-p", "9300",
+	    "--direct", "10.0.0.0/8", "--parent", "http://u:p@10.0.0.7:3128", "--parent-for",
+	    "cdn.example", "http://10.0.0.8:8080");
+	assert_int_equal(o.result, CONFIG_RUN);
+	assert_int_equal(o.cfg.port, 9300);
+	assert_int_equal(o.cfg.nparent_rules, 3);
+	assert_string_equal(o.cfg.parent_rules[0].pattern, "*.tv.example");
+	assert_string_equal(o.cfg.parent_rules[0].url, "socks5h://127.0.0.1:1080");
+	assert_string_equal(o.cfg.parent_rules[1].pattern, "10.0.0.0/8");
+	assert_null(o.cfg.parent_rules[1].url);
+	assert_string_equal(o.cfg.parent_rules[2].url, "http://10.0.0.8:8080");
+	assert_string_equal(o.cfg.parent_url, "http://u:p@10.0.0.7:3128");
+	outcome_free(&o);
+
+	RUN(&o, "--parent-for", "*.tv.example");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_non_null(strstr(o.err, "--parent-for needs PATTERN URL"));
+	outcome_free(&o);
+	RUN(&o, "--parent-for", "bad pattern", "socks5h://h:1");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	outcome_free(&o);
+	RUN(&o, "--parent", "socks5h://user:hunter2@h");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	assert_non_null(strstr(o.err, "needs its port"));
+	outcome_free(&o);
+	RUN(&o, "--direct", "10.0.0.0/33");
+	assert_int_equal(o.result, CONFIG_ERROR);
+	outcome_free(&o);
+}
 
 static void
 test_option_fields(void **state)
@@ -921,13 +963,14 @@ test_option_fields(void **state)
 	for (size_t i = 0; i < ARRAY_LEN(option_fields); i++) {
 		const struct config_option *opt = option_named(option_fields[i].name);
 
-		if (opt->kind == CONFIG_OPT_CUSTOM || opt->kind == CONFIG_OPT_HELP ||
+		if (opt->kind == CONFIG_OPT_CUSTOM || opt->kind == CONFIG_OPT_CUSTOM2 ||
+		    opt->kind == CONFIG_OPT_HELP ||
 		    opt->kind == CONFIG_OPT_VERSION || opt->field != option_fields[i].field)
 			fail_msg("--%s does not store into the member it names", opt->name);
 	}
 	for (const struct config_option *opt = config_options; opt->name; opt++)
-		direct += opt->kind != CONFIG_OPT_CUSTOM && opt->kind != CONFIG_OPT_HELP &&
-		          opt->kind != CONFIG_OPT_VERSION;
+		direct += opt->kind != CONFIG_OPT_CUSTOM && opt->kind != CONFIG_OPT_CUSTOM2 &&
+		          opt->kind != CONFIG_OPT_HELP && opt->kind != CONFIG_OPT_VERSION;
 	assert_int_equal(direct, ARRAY_LEN(option_fields));
 	assert_int_equal(option_named("allow")->count_field, AT(nallow));
 	assert_int_equal(option_named("deny-dest")->count_field, AT(ndeny_dest));
@@ -1309,6 +1352,7 @@ main(void)
 		cmocka_unit_test(test_option_table_is_well_formed),
 		cmocka_unit_test(test_option_limits),
 		cmocka_unit_test(test_fetch_memory_cap_fits_size_t),
+		cmocka_unit_test(test_parent_rules_keep_their_order),
 		cmocka_unit_test(test_option_fields),
 		cmocka_unit_test(test_size_units),
 		cmocka_unit_test(test_every_bytes_option_takes_units),

@@ -88,17 +88,16 @@ static const struct conn_ops origin_wire_ops = {
 };
 
 int
-upstream_init(struct upstream *up, const struct upstream_context *ctx, const char *host,
-              uint16_t port, const char *key, bool tls, bool restricted)
+upstream_init(struct upstream *up, const struct upstream_context *ctx,
+              const struct upstream_target *t)
 {
-	(void)host;
 	memset(up, 0, sizeof(*up));
 	up->ctx = ctx;
-	up->port = port;
-	up->tls = tls;
-	up->restricted = restricted;
+	up->port = t->port;
+	up->tls = t->tls;
+	up->restricted = t->restricted;
 	up->src.keep_alive_hint = -1;
-	up->key = key;
+	up->key = t->key;
 	up->src.conn.fd = -1;
 	up->src.conn.ops = &origin_wire_ops;
 	up->state = UPSTREAM_RESOLVING;
