@@ -124,8 +124,9 @@ enum ra_fetch_start {
 
 /*
  * Starts the fetch f asks for: the piece, or NULL with *why (may be NULL)
- * saying why not. A fetch that fails at once (a head too large) is a
- * piece that has ended (ra_piece_ended) and whose owner is not told.
+ * saying why not. A fetch that fails at once (a head too large, a request
+ * dispatch refuses or cannot write whole before this returns) is a piece
+ * that has ended (ra_piece_ended) and whose owner is not told.
  */
 struct ra_piece *ra_fetch_start(struct ra_fetcher *fe, const struct ra_fetch *f,
                                 enum ra_fetch_start *why);

@@ -35,6 +35,12 @@ struct ra_piece {
 	struct ra_fetcher *fe;
 	enum piece_state state;
 	bool dropped;                    /* its owner let go: on the reaper's list, or freed soon */
+	/*
+	 * In ra_fetch_start(): an end now (dispatch refused the request at
+	 * once, or a pipelined write was cut short) is not the owner's to hear,
+	 * since the owner has not got the piece yet; it sees ra_piece_ended().
+	 */
+	bool starting;
 	struct ra_piece *dead_next;      /* the reaper's list */
 	struct byte_range range;         /* asked of the origin */
 	bool whole;                      /* a whole object, asked without a Range */
@@ -263,7 +269,7 @@ fetch_ended(struct ra_piece *p, enum ra_fetch_end why, const char *text)
 		p->state = PIECE_FAILED;
 		memstore_fail(&p->mem);
 	}
-	if (p->owner && p->owner->ended && !p->dropped)
+	if (p->owner && p->owner->ended && !p->dropped && !p->starting)
 		p->owner->ended(p->owner_arg, p, why);
 }
 
@@ -426,6 +432,7 @@ ra_fetch_start(struct ra_fetcher *fe, const struct ra_fetch *f, enum ra_fetch_st
 	enum ra_fetch_start ignored;
 	struct ra_piece *p;
 	struct ra_key key;
+	int started;
 
 	if (!why)
 		why = &ignored;
@@ -445,8 +452,11 @@ ra_fetch_start(struct ra_fetcher *fe, const struct ra_fetch *f, enum ra_fetch_st
 	target.path_len = 1;
 	log_debug("fetch %s%.*s", f->ask->dispatch_key, (int)f->ask->target->path_len,
 	          f->ask->target->path);
-	if (exchange_start(&p->ex, &target, p->req, p->req_len,
-	                   f->may_connect ? DISPATCH_ANY : DISPATCH_AHEAD) < 0) {
+	p->starting = true;
+	started = exchange_start(&p->ex, &target, p->req, p->req_len,
+	                         f->may_connect ? DISPATCH_ANY : DISPATCH_AHEAD);
+	p->starting = false;
+	if (started < 0) {
 		p->state = PIECE_FAILED;
 		memstore_fail(&p->mem);
 	}

@@ -57,6 +57,8 @@ exchange_start(struct exchange *ex, const struct http_target *target, const char
 	memcpy(s->head, head, len);
 	s->head[len] = '\0';
 	s->how = how;
+	if (fakes.refuse_start_no == fakes.n)
+		fetch_ops.reply(ex, 502, "a pipelined request could not be written whole", false);
 	return 0;
 }
 

@@ -61,6 +61,11 @@ struct fakes {
 	char shrunk_key[DISPATCH_KEY_MAX];
 	unsigned shrunk_to;
 	bool fail_starts;                /* exchange_start fails at once, as for a refused destination */
+	/*
+	 * The start of this number (1-based) is answered by the proxy itself
+	 * before exchange_start returns, as a pipelined write cut short is.
+	 */
+	unsigned refuse_start_no;
 };
 extern struct fakes fakes;
 

@@ -750,6 +750,29 @@ serves_exactly_the_piece_asked(void **state)
 }
 
 /*
+ * A fetch ahead whose request is refused before the asking returns (a
+ * pipelined write cut short) is a failed piece the store lets go at once:
+ * its record is not freed under the store's feet, nothing is served from
+ * it, and the client's own request goes to the origin.
+ */
+static void
+fetch_refused_as_it_is_asked_is_dropped(void **state)
+{
+	struct asker a;
+
+	(void)state;
+	asker_init(&a, "192.0.2.1", 40000, "http://o.example/obj");
+	fakes.refuse_start_no = 1;
+	ask_ahead(&a, RANGE(1000, 1999, .etag = "\"v1\""));
+	fakes.refuse_start_no = 0;
+	assert_int_equal(fakes.n, 1);
+	assert_int_equal(kp_stats.readahead_failed, 1);
+	assert_null(client_asks(&a, "GET", "1000-1999", NULL));
+	rig_iteration_ends();
+	assert_null(piece(&a, 1000));
+}
+
+/*
  * A client asking for less than the piece gets its own 206: Content-Range
  * and Content-Length of what it asked, and that many bytes; the rest of the
  * piece counts as wasted when the piece goes.
@@ -1721,6 +1744,7 @@ main(void)
 		TEST(served_or_a_miss),
 		TEST(miss_ends_far_fetches_and_lets_a_nearly_done_one_finish),
 		TEST(serves_exactly_the_piece_asked),
+		TEST(fetch_refused_as_it_is_asked_is_dropped),
 		TEST(shorter_range_gets_its_own_head),
 		TEST(client_joins_a_piece_still_arriving),
 		TEST(client_joining_before_the_head_waits_for_it),

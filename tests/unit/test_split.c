@@ -802,6 +802,31 @@ parked_reader_is_woken_for_a_piece_that_failed_at_once(void **state)
 	}
 }
 
+/*
+ * Rule: a piece whose request the proxy answers itself before the asking
+ * returns (a pipelined write cut short) keeps its place in the download:
+ * nothing else is asked in its stead meanwhile, it is asked again when
+ * its turn comes, and the client gets every byte in order.
+ */
+static void
+piece_refused_as_it_is_asked_keeps_its_place(void **state)
+{
+	struct ra_split *sp = split_new(64 * 1024, 1);
+	unsigned answered = 0;
+	struct asker a;
+	struct source *src;
+
+	(void)state;
+	/* On one connection the second piece is asked, pipelined, with the first. */
+	fakes.refuse_start_no = 2;
+	src = split_download(sp, &a);
+	assert_int_equal(split_read_through(src, &answered, SPLIT_OBJ), SPLIT_OBJ);
+	assert_int_equal(kp_stats.split_resumes, 1);
+	fakes.refuse_start_no = 0;
+	download_ends(sp, src);
+	ra_split_free(sp);
+}
+
 /* ---- the client's own range ------------------------------------------------------- */
 
 /*
@@ -1085,6 +1110,7 @@ main(void)
 		TEST(memory_full_during_a_resume_gives_way_then_waits),
 		TEST(no_room_for_the_next_piece_waits_for_memory),
 		TEST(parked_reader_is_woken_for_a_piece_that_failed_at_once),
+		TEST(piece_refused_as_it_is_asked_keeps_its_place),
 		TEST(client_range_is_answered_with_a_206),
 		TEST(first_piece_not_to_split_is_declined),
 		TEST(requests_not_to_split_are_forwarded),
