@@ -7,6 +7,8 @@
  * A case skips, saying why, when a package is missing or it needs root.
  */
 #include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +358,122 @@ socks5h_names_never_leave_the_host(void)
 	proxy_stop(&px);
 }
 
+/* ---- Read-ahead and split through a parent ---- */
+
+#define OBJECT (4u * 1024u * 1024u)
+#define PIECE (1024u * 1024u)
+
+/* The range answer starting here is cut halfway by a reset, once (UINT64_MAX: none). */
+static _Atomic uint64_t cut_at = UINT64_MAX;
+
+/* A 4 MiB pattern object with ranges, a strong validator, and one answer cut on demand. */
+static void
+range_origin(struct origin_conn *c, const struct origin_request *req, void *arg)
+{
+	const char *range = headers_get(&req->head.headers, "Range");
+	uint64_t first = 0, last = OBJECT - 1, len;
+	bool ranged = range && origin_parse_range(range, OBJECT, &first, &last, NULL);
+	uint64_t expect = first;
+
+	(void)arg;
+	len = last - first + 1;
+	if (ranged)
+		origin_sendf(c, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %llu-%llu/%u\r\n",
+		             (unsigned long long)first, (unsigned long long)last, OBJECT);
+	else
+		origin_sendf(c, "HTTP/1.1 200 OK\r\n");
+	origin_sendf(c, "ETag: \"kp-parent-object\"\r\nAccept-Ranges: bytes\r\n"
+	                "Content-Length: %llu\r\n\r\n", (unsigned long long)len);
+	if (ranged && atomic_compare_exchange_strong(&cut_at, &expect, UINT64_MAX)) {
+		origin_send_pattern(c, first, len / 2);
+		origin_reset(c);
+		return;
+	}
+	origin_send_pattern(c, first, len);
+}
+
+/* GET url with fields through the daemon; asserts status and that the body is the object's bytes from first. */
+static void
+get_pattern(const char *url, const char *fields, int status, uint64_t first, uint64_t len)
+{
+	struct response r;
+
+	fetch_from(px.port, NULL, "GET", url, fields, &r);
+	if (r.head.status != status || r.body.len != len ||
+	    r.body.fnv != pattern_range_fnv(first, len))
+		fail_msg("GET %s (%s): %d with %llu bytes (%s at %llu), want %d with %llu bytes of "
+		         "the object from %llu", url, fields ? fields : "", r.head.status,
+		         (unsigned long long)r.body.len, r.body.pattern_ok ? "pattern" : "not the pattern",
+		         (unsigned long long)r.body.pattern_bad, status, (unsigned long long)len,
+		         (unsigned long long)first);
+	response_free(&r);
+}
+
+/*
+ * Rule: read-ahead works through a SOCKS parent: a client asking range
+ * after range, each on a new connection, is served the next from memory,
+ * and the origin is asked for each range once.
+ */
+static void
+read_ahead_through_a_parent(void)
+{
+	struct origin *og = origin_start(range_origin, NULL);
+	char url[160], fields[64];
+	const char *line;
+
+	atomic_store(&cut_at, UINT64_MAX);
+	if (!parent_start_microsocks(&par, NULL, NULL))
+		parent_skip(&par);
+	proxy_start(&px, (const char *[]){"--parent", par.url, "--read-ahead", NULL});
+	origin_url_for(url, sizeof(url), "127.0.0.1", og, "/video.mp4");
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(fields, sizeof(fields), "Range: bytes=%u-%u\r\n", i * PIECE,
+		         (i + 1) * PIECE - 1);
+		get_pattern(url, fields, 206, (uint64_t)i * PIECE, PIECE);
+	}
+	line = proxy_stats(&px);
+	if (stats_get(line, "hits") + stats_get(line, "joins") < 3)
+		fail_msg("the ranges after the first were not served from memory: %s", line);
+	assert_int_equal(origin_request_count(og), 4);
+	proxy_stop(&px);
+	/* Every connection to the origin came through the parent. */
+	assert_int_equal(parent_wait_sessions(&par, origin_connection_count(og), 5000),
+	                 origin_connection_count(og));
+}
+
+/*
+ * Rule: a split download through a parent resumes a piece cut by a reset
+ * on a new path through the parent, and the client gets every byte.
+ */
+static void
+split_resumes_through_a_parent(void)
+{
+	struct origin *og = origin_start(range_origin, NULL);
+	char url[160], size[32];
+	const char *line;
+
+	atomic_store(&cut_at, (uint64_t)PIECE);
+	if (!parent_start_dante(&par, false))
+		parent_skip(&par);
+	snprintf(size, sizeof(size), "%u", PIECE);
+	proxy_start(&px, (const char *[]){"--parent", par.url, "--split", "127.0.0.1",
+	                                  "--split-size", size, NULL});
+	origin_url_for(url, sizeof(url), "127.0.0.1", og, "/big.iso");
+	get_pattern(url, NULL, 200, 0, OBJECT);
+	line = proxy_stats(&px);
+	/*
+	 * A reset that comes before the piece's head was read is the
+	 * exchange's to replay (a retry); one after it, split's to resume.
+	 */
+	if (stats_get(line, "resumes") + stats_get(line, "retries") < 1)
+		fail_msg("the cut piece was not asked again: %s", line);
+	assert_int_equal(atomic_load(&cut_at), UINT64_MAX);
+	/* The reset cost its session; the piece came again through a new one. */
+	assert_true(parent_wait_sessions(&par, 2, 5000) >= 2);
+	assert_int_equal(parent_sessions(&par), origin_connection_count(og));
+	proxy_stop(&px);
+}
+
 int
 main(void)
 {
@@ -368,6 +486,8 @@ main(void)
 		E2E_TEST(rules_choose_the_way),
 		E2E_TEST(failures_name_the_hop),
 		E2E_TEST(socks5h_names_never_leave_the_host),
+		E2E_TEST(read_ahead_through_a_parent),
+		E2E_TEST(split_resumes_through_a_parent),
 	};
 
 	return E2E_RUN("parents", tests);
