@@ -68,6 +68,13 @@ ssize_t parent_socks5_connect(uint8_t *out, size_t cap, const char *host, uint16
  */
 ssize_t parent_http_connect(char *out, size_t cap, const char *host, uint16_t port,
                             const char *user, const char *password, const char **why);
+/*
+ * "Proxy-Authorization: Basic ...\r\n" for user and password (RFC 7617),
+ * NUL-terminated; its length, or -1 with why when user has a colon or it
+ * does not fit in cap.
+ */
+ssize_t parent_http_authorization(char *out, size_t cap, const char *user,
+                                  const char *password, const char **why);
 
 /* ---- SOCKS5 replies: the parent's choice, its word on the login, its answer to CONNECT ---- */
 

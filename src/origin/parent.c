@@ -7,34 +7,15 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "kp/parent_wire.h"
 #include "kp/stats.h"
 
-static void
-base64(const char *in, size_t len, char *out)
-{
-	static const char digits[] =
-	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned v = (unsigned)(unsigned char)in[i] << 16;
-		size_t left = len - i;
-
-		if (left > 1)
-			v |= (unsigned)(unsigned char)in[i + 1] << 8;
-		if (left > 2)
-			v |= (unsigned char)in[i + 2];
-		out[o++] = digits[v >> 18 & 63];
-		out[o++] = digits[v >> 12 & 63];
-		out[o++] = left > 1 ? digits[v >> 6 & 63] : '=';
-		out[o++] = left > 2 ? digits[v & 63] : '=';
-	}
-	out[o] = '\0';
-}
-
-/* The label, the handshake's view and an HTTP parent's field, once the credentials are known. */
-static void
-finish(struct parent *p)
+/*
+ * The label, the handshake's view and an HTTP parent's field, once the
+ * credentials are known. False with why when Basic cannot carry them.
+ */
+static bool
+finish(struct parent *p, const char **why)
 {
 	const struct parent_url *w = &p->where;
 	const char *scheme = w->kind == PARENT_SOCKS5H ? "socks5h"
@@ -49,15 +30,11 @@ finish(struct parent *p)
 	p->hop.user = w->user[0] ? w->user : NULL;
 	p->hop.password = w->user[0] ? w->password : NULL;
 	p->authorization[0] = '\0';
-	if (w->kind == PARENT_HTTP && w->user[0]) {
-		char plain[sizeof(w->user) + sizeof(w->password)];
-		char coded[4 * sizeof(plain) / 3 + 4];
-		int n = snprintf(plain, sizeof(plain), "%s:%s", w->user, w->password);
-
-		base64(plain, (size_t)n, coded);
-		snprintf(p->authorization, sizeof(p->authorization),
-		         "Proxy-Authorization: Basic %s\r\n", coded);
-	}
+	if (w->kind == PARENT_HTTP && w->user[0] &&
+	    parent_http_authorization(p->authorization, sizeof(p->authorization), w->user,
+	                              w->password, why) < 0)
+		return false;
+	return true;
 }
 
 static bool
@@ -162,8 +139,14 @@ parents_init(struct parents *ps, const struct kp_config *cfg, char *why, size_t 
 	}
 	if (cfg->parent_credentials && !read_credentials(ps, cfg->parent_credentials, why, why_len))
 		return false;
-	for (unsigned i = 0; i < ps->count; i++)
-		finish(&ps->list[i]);
+	for (unsigned i = 0; i < ps->count; i++) {
+		const char *bad = NULL;
+
+		if (!finish(&ps->list[i], &bad)) {
+			snprintf(why, why_len, "--parent %s: %s", ps->list[i].label, bad);
+			return false;
+		}
+	}
 	return true;
 }
 

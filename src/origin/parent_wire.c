@@ -174,6 +174,34 @@ b64_encode(const uint8_t *in, size_t len, char *out)
 }
 
 ssize_t
+parent_http_authorization(char *out, size_t cap, const char *user, const char *password,
+                          const char **why)
+{
+	static const char field[] = "Proxy-Authorization: Basic ";
+	size_t ulen = strlen(user), plen = strlen(password), n;
+	uint8_t pair[512];
+
+	/* RFC 7617: the first colon ends the user-id; one inside would move the split. */
+	if (strchr(user, ':')) {
+		*why = "HTTP Basic cannot carry a username with a colon";
+		return -1;
+	}
+	if (ulen + 1 + plen > sizeof(pair) ||
+	    sizeof(field) - 1 + (ulen + 1 + plen + 2) / 3 * 4 + 2 + 1 > cap) {
+		*why = "the username and password do not fit in the request";
+		return -1;
+	}
+	memcpy(pair, user, ulen);
+	pair[ulen] = ':';
+	memcpy(pair + ulen + 1, password, plen);
+	memcpy(out, field, sizeof(field) - 1);
+	n = sizeof(field) - 1;
+	n += b64_encode(pair, ulen + 1 + plen, out + n);
+	memcpy(out + n, "\r\n", 3);
+	return (ssize_t)(n + 2);
+}
+
+ssize_t
 parent_http_connect(char *out, size_t cap, const char *host, uint16_t port, const char *user,
                     const char *password, const char **why)
 {
@@ -200,29 +228,13 @@ parent_http_connect(char *out, size_t cap, const char *host, uint16_t port, cons
 	}
 	n = (size_t)w;
 	if (user) {
-		static const char field[] = "Proxy-Authorization: Basic ";
-		size_t ulen = strlen(user), plen = strlen(password);
-		uint8_t pair[512];
+		ssize_t a = parent_http_authorization(out + n, cap - n, user, password, why);
 
-		/* RFC 7617: the first colon ends the user-id; one inside would move the split. */
-		if (strchr(user, ':')) {
-			*why = "HTTP Basic cannot carry a username with a colon";
+		if (a < 0)
 			return -1;
-		}
-		if (ulen + 1 + plen > sizeof(pair) ||
-		    n + sizeof(field) - 1 + (ulen + 1 + plen + 2) / 3 * 4 + 4 + 1 > cap) {
-			*why = "the username and password do not fit in the request";
-			return -1;
-		}
-		memcpy(pair, user, ulen);
-		pair[ulen] = ':';
-		memcpy(pair + ulen + 1, password, plen);
-		memcpy(out + n, field, sizeof(field) - 1);
-		n += sizeof(field) - 1;
-		n += b64_encode(pair, ulen + 1 + plen, out + n);
-		memcpy(out + n, "\r\n", 2);
-		n += 2;
-	} else if (n + 3 > cap) {
+		n += (size_t)a;
+	}
+	if (n + 3 > cap) {
 		*why = "the request does not fit in the buffer";
 		return -1;
 	}
