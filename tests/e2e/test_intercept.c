@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "parents.h"
 #include "origin.h"
+#include "parents.h"
 #include "wire.h"
 
 /* curl's exit codes (curl(1), EXIT CODES) for the two ways a client is turned away here. */
@@ -404,6 +406,41 @@ ten_clients_share_one_origin_connection(void)
 	assert_int_equal(stats_get(proxy_stats(&px), "intercepted"), CHUNKS);
 	assert_int_equal(stats_get(proxy_stats(&px), "tls upstream"), 1);
 	proxy_stop(&px);
+}
+
+/*
+ * Rule: an intercepted origin reached through a parent is one pooled path
+ * through it: a SOCKS5 session, or a CONNECT through an HTTP parent, with
+ * TLS inside, reused by every client connection that follows.
+ */
+static void
+intercepted_origin_through_a_parent_is_pooled(void)
+{
+	static struct parent_proc socks, http;
+	struct parent_proc *parents[] = {&socks, &http};
+	char url[256], body[300];
+	unsigned lines;
+	int status;
+
+	if (!parent_start_microsocks(&socks, NULL, NULL))
+		parent_skip(&socks);
+	if (!parent_start_squid(&http, "kpuser", "kp-secret"))
+		parent_skip(&http);
+	for (unsigned i = 0; i < 2; i++) {
+		const char *more[] = {"--parent", parents[i]->url, NULL};
+
+		begin("60s", more, "localhost", "/chunk.bin", url, body);
+		for (int c = 0; c < 4; c++) {
+			assert_int_equal(curl(&the_world, url, the_world.proxy_ca, body, NULL, &status), 0);
+			assert_int_equal(status, 200);
+			assert_pattern_file(body, CHUNK_LEN);
+		}
+		assert_int_equal(origin_connections(&the_world, &lines), 1);
+		assert_int_equal(stats_get(proxy_stats(&px), "tls upstream"), 1);
+		proxy_stop(&px);
+	}
+	assert_int_equal(parent_wait_sessions(&socks, 1, 5000), 1);
+	assert_int_equal(parent_wait_log_count(&http, " CONNECT ", 1, 5000), 1);
 }
 
 static void
@@ -1026,6 +1063,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		E2E_TEST(ten_clients_share_one_origin_connection),
+		E2E_TEST(intercepted_origin_through_a_parent_is_pooled),
 		E2E_TEST(big_body_arrives_whole),
 		E2E_TEST(chunked_and_keep_alive_inside_one_client_connection),
 		E2E_TEST(unlisted_host_is_tunnelled_untouched),
