@@ -20,7 +20,6 @@
 #include "harness.h"
 #include "parents.h"
 #include "origin.h"
-#include "parents.h"
 #include "wire.h"
 
 /* curl's exit codes (curl(1), EXIT CODES) for the two ways a client is turned away here. */
