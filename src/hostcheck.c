@@ -149,6 +149,31 @@ unreadable(struct hostcheck_finding *f, const char *setting)
 	snprintf(f->what, sizeof(f->what), "%s: could not be read", setting);
 }
 
+/*
+ * Through a parent, a new connection pays the connect to the parent and the
+ * opening of the path (its own connect to the origin among it) before a
+ * byte: the pool pays that once per origin, a client of the parent's own on
+ * every chunk.
+ */
+static void
+check_probe_via(struct hostcheck_finding *f, const struct hostcheck_input *in)
+{
+	char parent[32], open[32], path[32], fresh[32];
+
+	ms_text(in->probe_parent_ms, parent, sizeof(parent));
+	ms_text(in->probe_open_ms, open, sizeof(open));
+	ms_text(in->probe_rtt_ms, path, sizeof(path));
+	ms_text(in->probe_parent_ms + in->probe_open_ms, fresh, sizeof(fresh));
+	snprintf(f->what, sizeof(f->what),
+	         "through parent %s: a TCP connect to it took %s, opening the path to %s %s; "
+	         "the round trip through it is about %s",
+	         in->probe_parent, parent, in->probe_url, open, path);
+	snprintf(f->cost, sizeof(f->cost),
+	         "every new connection through the parent waits %s before its request, and "
+	         "starts slow on a path of %s: pooled connections pay it once per origin",
+	         fresh, path);
+}
+
 static void
 check_probe(struct hostcheck_report *r, const struct hostcheck_input *in)
 {
@@ -168,8 +193,12 @@ check_probe(struct hostcheck_report *r, const struct hostcheck_input *in)
 		return;
 	}
 	f->status = HOSTCHECK_OK;
-	snprintf(f->what, sizeof(f->what), "a TCP connect to %s took %s", in->probe_url,
-	         ms_text(in->probe_rtt_ms, rtt, sizeof(rtt)));
+	if (in->probe_parent) {
+		check_probe_via(f, in);
+	} else {
+		snprintf(f->what, sizeof(f->what), "a TCP connect to %s took %s", in->probe_url,
+		         ms_text(in->probe_rtt_ms, rtt, sizeof(rtt)));
+	}
 	if (strcmp(r->rtt_from, "probe") != 0)
 		snprintf(f->cost, sizeof(f->cost),
 		         "--rtt takes precedence: the path is judged at %s",

@@ -6,12 +6,48 @@
 #include "kp/config.h"
 #include "kp/hostcheck.h"
 #include "kp/log.h"
+#include "kp/parent.h"
 #include "kp/probe.h"
 #include "kp/server.h"
 #include "kp/tls.h"
 
 /* Seconds the URL given to --check-host has to answer a connect. */
 #define PROBE_TIMEOUT 5.0
+
+/*
+ * The probe of --check-host's URL: directly, or through the parent the
+ * rules pick for its host.
+ */
+static void
+probe(const struct kp_config *cfg, struct hostcheck_input *in, char *why, size_t whylen)
+{
+	static struct parents ps;
+	struct probe_target t;
+	struct probe_via via;
+	const struct parent *p = NULL;
+
+	if (probe_parse_url(cfg->check_url, &t, why, whylen) < 0) {
+		in->probe_error = why;
+		return;
+	}
+	if (!parents_init(&ps, cfg, why, whylen)) {
+		in->probe_error = why;
+		return;
+	}
+	if (!(p = parents_route(&ps, t.host))) {
+		if (probe_rtt(cfg->check_url, cfg, PROBE_TIMEOUT, &in->probe_rtt_ms, why, whylen) < 0)
+			in->probe_error = why;
+		return;
+	}
+	in->probe_parent = p->label;
+	if (probe_rtt_via(cfg->check_url, cfg, p, PROBE_TIMEOUT, &via, why, whylen) < 0) {
+		in->probe_error = why;
+		return;
+	}
+	in->probe_rtt_ms = via.path_ms;
+	in->probe_parent_ms = via.parent_ms;
+	in->probe_open_ms = via.open_ms;
+}
 
 /*
  * --check-host: judge this host against the path and the flags, print the
@@ -30,9 +66,7 @@ check_host(const struct kp_config *cfg)
 		in.routes = routes;
 	if (cfg->check_url) {
 		in.probe_url = cfg->check_url;
-		if (probe_rtt(cfg->check_url, cfg, PROBE_TIMEOUT, &in.probe_rtt_ms, why,
-		              sizeof(why)) < 0)
-			in.probe_error = why;
+		probe(cfg, &in, why, sizeof(why));
 	}
 	hostcheck_run(&report, &in, cfg);
 	if (cfg->check_json)

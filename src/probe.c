@@ -10,7 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ev.h>
+
+#include "kp/list.h"
 #include "kp/net.h"
+#include "kp/parent.h"
 
 static double
 monotonic_s(void)
@@ -107,21 +111,23 @@ wait_connected(int fd, double left, double timeout, char *why, size_t whylen)
 	return 0;
 }
 
-int
-probe_rtt(const char *url, const struct kp_config *cfg, double timeout, double *rtt_ms,
-          char *why, size_t whylen)
+/*
+ * Resolves host and connects to port on its addresses in turn until one
+ * answers within timeout seconds in all: the connected socket, its
+ * connect's time in *rtt_ms; -1 with the reason in why.
+ */
+static int
+connect_timed(const char *host, uint16_t port, const struct kp_config *cfg, double timeout,
+              double *rtt_ms, char *why, size_t whylen)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-	struct probe_target t;
 	double start = monotonic_s();
-	char port[8], reason[128] = "no address";
+	char service[8], reason[128] = "no address";
 	int rc;
 
-	if (probe_parse_url(url, &t, why, whylen) < 0)
-		return -1;
-	snprintf(port, sizeof(port), "%u", t.port);
-	if ((rc = getaddrinfo(t.host, port, &hints, &res)) != 0) {
-		snprintf(why, whylen, "%s: %s", t.host, gai_strerror(rc));
+	snprintf(service, sizeof(service), "%u", port);
+	if ((rc = getaddrinfo(host, service, &hints, &res)) != 0) {
+		snprintf(why, whylen, "%s: %s", host, gai_strerror(rc));
 		return -1;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -138,17 +144,114 @@ probe_rtt(const char *url, const struct kp_config *cfg, double timeout, double *
 			snprintf(reason, sizeof(reason), "%s: %s", addr, strerror(errno));
 			continue;
 		}
-		rc = wait_connected(fd, left, timeout, why, whylen);
-		if (rc == 0)
+		if (wait_connected(fd, left, timeout, why, whylen) == 0) {
 			*rtt_ms = (monotonic_s() - begin) * 1000;
-		close(fd);
-		if (rc == 0) {
 			freeaddrinfo(res);
-			return 0;
+			return fd;
 		}
+		close(fd);
 		snprintf(reason, sizeof(reason), "%s: %s", addr, why);
 	}
 	freeaddrinfo(res);
 	snprintf(why, whylen, "%s", reason);
 	return -1;
+}
+
+int
+probe_rtt(const char *url, const struct kp_config *cfg, double timeout, double *rtt_ms,
+          char *why, size_t whylen)
+{
+	struct probe_target t;
+	int fd;
+
+	if (probe_parse_url(url, &t, why, whylen) < 0)
+		return -1;
+	if ((fd = connect_timed(t.host, t.port, cfg, timeout, rtt_ms, why, whylen)) < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* ---- through a parent ----------------------------------------------------- */
+
+struct parent_probe {
+	struct parent_handshake h;
+	enum parent_outcome outcome;
+	char why[256];
+	bool done;
+};
+
+static void
+parent_probe_done(struct parent_handshake *h, enum parent_outcome outcome, int status,
+                  const char *why)
+{
+	struct parent_probe *pp = container_of(h, struct parent_probe, h);
+
+	(void)status;
+	pp->outcome = outcome;
+	snprintf(pp->why, sizeof(pp->why), "%s", why ? why : "");
+	pp->done = true;
+	ev_break(h->loop, EVBREAK_ALL);
+}
+
+/* Round trips to the parent before the one that opens the path: the greeting, the login. */
+static unsigned
+parent_round_trips_before(const struct parent *p)
+{
+	if (p->hop.kind == PARENT_HTTP)
+		return 0;
+	return p->hop.user ? 2 : 1;
+}
+
+int
+probe_rtt_via(const char *url, const struct kp_config *cfg, const struct parent *p,
+              double timeout, struct probe_via *via, char *why, size_t whylen)
+{
+	struct probe_target t;
+	struct parent_probe pp = {.done = false};
+	struct ev_loop *loop;
+	double begin, last;
+	int fd;
+
+	memset(via, 0, sizeof(*via));
+	if (probe_parse_url(url, &t, why, whylen) < 0)
+		return -1;
+	if ((fd = connect_timed(p->where.host, p->where.port, cfg, timeout, &via->parent_ms, why,
+	                        whylen)) < 0) {
+		char reason[200];
+
+		snprintf(reason, sizeof(reason), "%s", why);
+		snprintf(why, whylen, "parent %s unreachable: %s", p->label, reason);
+		return -1;
+	}
+	if (!(loop = ev_loop_new(EVFLAG_AUTO))) {
+		close(fd);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	begin = monotonic_s();
+	/* socks5:// would want the origin's address: the name is sent, and the parent resolves it. */
+	{
+		struct parent_hop hop = p->hop;
+
+		if (hop.kind == PARENT_SOCKS5)
+			hop.kind = PARENT_SOCKS5H;
+		parent_handshake_start(&pp.h, loop, fd, &hop, t.host, t.port, NULL, timeout,
+		                       parent_probe_done);
+		if (!pp.done)
+			ev_run(loop, 0);
+	}
+	via->open_ms = (monotonic_s() - begin) * 1000;
+	parent_handshake_cancel(&pp.h);
+	ev_loop_destroy(loop);
+	close(fd);
+	if (pp.outcome != PARENT_OPEN) {
+		snprintf(why, whylen, "%s", pp.why);
+		return -1;
+	}
+	/* The last exchange took a round trip to the parent and its connect to the origin. */
+	last = via->open_ms - parent_round_trips_before(p) * via->parent_ms;
+	via->beyond_ms = last > via->parent_ms ? last - via->parent_ms : 0;
+	via->path_ms = via->parent_ms + via->beyond_ms;
+	return 0;
 }

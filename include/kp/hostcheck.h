@@ -66,6 +66,14 @@ struct hostcheck_input {
 	const char *probe_url;        /* a URL whose round trip was measured; NULL: none */
 	double probe_rtt_ms;          /* its TCP connect time; <= 0: the probe failed */
 	const char *probe_error;      /* why it failed */
+	/*
+	 * The probe went through this parent (its label; NULL: direct), whose
+	 * TCP connect took probe_parent_ms and which took probe_open_ms to open
+	 * the path; probe_rtt_ms is then the round trip through it.
+	 */
+	const char *probe_parent;
+	double probe_parent_ms;
+	double probe_open_ms;
 };
 
 struct hostcheck_report {

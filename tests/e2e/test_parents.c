@@ -474,6 +474,45 @@ split_resumes_through_a_parent(void)
 	proxy_stop(&px);
 }
 
+/*
+ * Rule: --check-host with a parent probes the path through it: the connect
+ * to the parent, the opening of the path, and the round trip through it;
+ * a parent that is down is named in the probe's failure.
+ */
+static void
+check_host_probes_through_the_parent(void)
+{
+	struct origin *og = origin_start(origin_handle_ok, NULL);
+	char url[160], log[300], dead[96], *text;
+	const char *argv[] = {getenv("KP_BINARY"), "--check-host", "--parent", NULL, url, NULL};
+	int rc;
+
+	if (!parent_start_microsocks(&par, NULL, NULL))
+		parent_skip(&par);
+	origin_url_for(url, sizeof(url), "127.0.0.1", og, "/");
+	path_join(log, sizeof(log), harness_temp_dir(), "check.out");
+	argv[3] = par.url;
+	rc = run_process(argv, log, 20000);
+	assert_true(rc == 0 || rc == 1);
+	text = read_file_all(log, NULL);
+	assert_non_null(text);
+	if (!strstr(text, "through parent") || !strstr(text, par.url) ||
+	    !strstr(text, "opening the path"))
+		fail_msg("no probe through the parent in:\n%s", text);
+	free(text);
+	assert_int_equal(parent_wait_sessions(&par, 1, 5000), 1);
+
+	snprintf(dead, sizeof(dead), "socks5h://127.0.0.1:%d", free_port());
+	argv[3] = dead;
+	rc = run_process(argv, log, 20000);
+	text = read_file_all(log, NULL);
+	assert_non_null(text);
+	if (!strstr(text, "unreachable") || !strstr(text, dead))
+		fail_msg("a parent that is down is not named:\n%s", text);
+	free(text);
+	(void)rc;
+}
+
 int
 main(void)
 {
@@ -488,6 +527,7 @@ main(void)
 		E2E_TEST(socks5h_names_never_leave_the_host),
 		E2E_TEST(read_ahead_through_a_parent),
 		E2E_TEST(split_resumes_through_a_parent),
+		E2E_TEST(check_host_probes_through_the_parent),
 	};
 
 	return E2E_RUN("parents", tests);
