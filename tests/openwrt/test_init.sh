@@ -16,6 +16,9 @@ init="$here/../../contrib/openwrt/keepalive-proxy/files/keepalive-proxy.init"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 failed=0
+# The init script's RUN_DIR: what it writes for the daemon (a parent's
+# credentials) is looked at here, and read by the binary.
+export KP_RUN_DIR="$work/run"
 
 # check NAME UCI-TEXT EXPECTED-WORDS [tls|stats-no-auth]
 check()
@@ -23,6 +26,7 @@ check()
 	local name="$1" got want needs="${4:-}"
 	printf '%s\n' "$2" > "$work/uci"
 	got=$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>"$work/said" | tr '\n' ' ')
+	printf '%s\n' "$got" >"$work/command"
 	want="$3"
 	if [ "$got" != "$want" ]; then
 		echo "FAIL $name"
@@ -259,6 +263,133 @@ check "booleans as UCI writes them" \
 	option read_ahead 'on'" \
 	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --read-ahead "
 
+# A parent proxy, and rules in the order listed, --direct and --parent-for
+# interleaved as the list has them: the first that matches wins.
+check "a parent for every origin" \
+"config keepalive-proxy 'main'
+	option parent 'socks5h://127.0.0.1:9050'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --parent socks5h://127.0.0.1:9050 "
+
+check "rules in the order listed, direct ones among them, then the parent" \
+"config keepalive-proxy 'main'
+	option parent 'http://[fd00::1]:3128/'
+	list parent_rule '192.168.0.0/16 direct'
+	list parent_rule '*.example-tv.net socks5h://10.0.0.5:1080'
+	list parent_rule 'cdn.example-tv.net direct'
+	list parent_rule 'fd00::/8	direct'
+	list parent_rule '203.0.113.7 SOCKS5://10.0.0.6:1080'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --direct 192.168.0.0/16 --parent-for *.example-tv.net socks5h://10.0.0.5:1080 --direct cdn.example-tv.net --direct fd00::/8 --parent-for 203.0.113.7 SOCKS5://10.0.0.6:1080 --parent http://[fd00::1]:3128/ "
+
+check "rules without a parent: the rest direct" \
+"config keepalive-proxy 'main'
+	list parent_rule 'example.com http://10.0.0.1:3128'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --parent-for example.com http://10.0.0.1:3128 "
+
+# The parent's password: in a file of mode 600 the daemon's user owns, its
+# name alone on the command line. A password with characters a URL must
+# encode, and a user too.
+password='p@ss:w/rd %41#x'
+check "parent_user and parent_password: a file, never the command line" \
+"config keepalive-proxy 'main'
+	option parent 'http://proxy.office.example:8080'
+	option parent_user 'me@office'
+	option parent_password '$password'
+	option user 'keepalive-proxy'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --user keepalive-proxy --parent http://proxy.office.example:8080 --parent-credentials $work/run/main.parents "
+# no_password NAME: nothing the script handed procd holds the password,
+# and the file holds it, encoded, with the parent's scheme, host and port.
+# stat -c is GNU's and busybox's.
+no_password()
+{
+	local file="$work/run/main.parents"
+	if grep -F -e "$password" -e "p%40ss" -e "me@office" "$work/said" >/dev/null ||
+		grep -F -e "$password" -e "p%40ss" -e "@" "$work/command" >/dev/null; then
+		echo "FAIL $1: the password is in what procd is given"
+		grep -F -e "$password" -e "p%40ss" "$work/said" | sed 's/^/  /'
+		failed=$((failed + 1))
+	elif [ "$(stat -c %a "$file" 2>&1)" != 600 ] ||
+		! grep -qx "chown keepalive-proxy $file.new" "$work/said"; then
+		echo "FAIL $1: $file is not mode 600, given to the daemon's user"
+		stat -c '  %A %U %n' "$file" 2>&1
+		grep '^chown' "$work/said" | sed 's/^/  /'
+		failed=$((failed + 1))
+	elif ! grep -qxF "${2:-http://me%40office:p%40ss%3Aw%2Frd%20%2541%23x@proxy.office.example:8080}" "$file"; then
+		echo "FAIL $1: $file does not hold the parent's URL with the credentials, encoded"
+		sed 's/^/  /' "$file"
+		failed=$((failed + 1))
+	else
+		echo "ok   $1"
+	fi
+}
+no_password "the password is in a file of mode 600 for the daemon's user, and nowhere in what procd is given"
+
+# The daemon reads the file as written (test_reload.sh has it send an
+# HTTP parent the credentials the file's line decodes to).
+if "$bin" --parent http://proxy.office.example:8080 \
+	--parent-credentials "$work/run/main.parents" --check-host >/dev/null 2>"$work/log" ||
+	[ $? = 1 ]; then
+	echo "ok   keepalive-proxy reads the file the init script wrote"
+else
+	echo "FAIL keepalive-proxy refuses the file the init script wrote"
+	sed 's/^/  /' "$work/log"
+	failed=$((failed + 1))
+fi
+
+printf '# the rules parents\nsocks5h://tv:t%%40pe@10.0.0.5:1080\nhttp://other:x@proxy.office.example:8080\n' \
+	>"$work/parents"
+chmod 600 "$work/parents"
+check "parent_credentials alone: the file named, as it is" \
+"config keepalive-proxy 'main'
+	option parent 'http://proxy.office.example:8080'
+	list parent_rule '*.example-tv.net socks5h://10.0.0.5:1080'
+	option parent_credentials '$work/parents'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --parent-for *.example-tv.net socks5h://10.0.0.5:1080 --parent http://proxy.office.example:8080 --parent-credentials $work/parents "
+if [ ! -e "$work/run/main.parents" ] && grep -q "^param file .* $work/parents\$" "$work/said"; then
+	echo "ok   parent_credentials alone: no file written, the one named is watched for changes"
+else
+	echo "FAIL parent_credentials alone: a file is left in the run directory, or procd does not watch the one named"
+	grep "^param file" "$work/said" | sed 's/^/  /'
+	failed=$((failed + 1))
+fi
+
+check "parent_user and parent_password beside parent_credentials: both in the file" \
+"config keepalive-proxy 'main'
+	option parent 'http://proxy.office.example:8080'
+	list parent_rule '*.example-tv.net socks5h://10.0.0.5:1080'
+	option parent_user 'me@office'
+	option parent_password '$password'
+	option parent_credentials '$work/parents'
+	option user 'keepalive-proxy'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --user keepalive-proxy --parent-for *.example-tv.net socks5h://10.0.0.5:1080 --parent http://proxy.office.example:8080 --parent-credentials $work/run/main.parents "
+no_password "parent_user and parent_password beside parent_credentials: in the file, not in what procd is given"
+# parent_user and parent_password first: the daemon takes the first line
+# naming a parent's scheme, host and port.
+if [ "$(grep -v '^#' "$work/run/main.parents" | sed -n '1s/@.*//p;2p;3p')" = "http://me%40office:p%40ss%3Aw%2Frd%20%2541%23x
+socks5h://tv:t%40pe@10.0.0.5:1080
+http://other:x@proxy.office.example:8080" ]; then
+	echo "ok   the file has parent_user's line first, then the parent_credentials file's"
+else
+	echo "FAIL the file does not have parent_user's line first, then the parent_credentials file's"
+	sed 's/^/  /' "$work/run/main.parents"
+	failed=$((failed + 1))
+fi
+
+check "the password's file goes once the password is gone" \
+"config keepalive-proxy 'main'
+	option parent 'http://proxy.office.example:8080'" \
+	"/usr/sbin/keepalive-proxy -p 9250 -b 127.0.0.1 --parent http://proxy.office.example:8080 "
+[ -e "$work/run/main.parents" ] && { echo "FAIL the password's file is left behind"; failed=$((failed + 1)); }
+printf "config keepalive-proxy 'main'\n\toption parent 'socks5h://10.0.0.5:1080'\n\toption parent_user 'me'\n\toption parent_password 'x'\n" >"$work/uci"
+sh "$here/uci-procd-harness.sh" "$init" "$work/uci" >/dev/null 2>&1
+printf "config keepalive-proxy 'main'\n\toption enabled '0'\n\toption parent 'socks5h://10.0.0.5:1080'\n\toption parent_user 'me'\n\toption parent_password 'x'\n" >"$work/uci"
+sh "$here/uci-procd-harness.sh" "$init" "$work/uci" >/dev/null 2>&1
+if [ -e "$work/run/main.parents" ]; then
+	echo "FAIL disabled: the password's file is left behind"
+	failed=$((failed + 1))
+else
+	echo "ok   disabled: the password's file goes"
+fi
+
 # A refused option stops the start, and says which option and why in the
 # system log (logger), where logread shows it after LuCI's Save & Apply.
 # refusal NAME UCI-TEXT OPTION
@@ -300,6 +431,67 @@ refusal "an allow list with a bad item is refused, and the log names it" \
 "config keepalive-proxy 'main'
 	list allow '192.168.1.0/24'
 	list allow '192.168.1.0/33'" allow
+refusal "a parent without a port is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option parent 'socks5h://127.0.0.1'" parent
+refusal "a parent of another scheme is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option parent 'https://proxy.example:3128'" parent
+refusal "a rule with a pattern alone is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list parent_rule '*.example.com'" parent_rule
+refusal "a rule of three words is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list parent_rule 'example.com direct socks5h://10.0.0.5:1080'" parent_rule
+refusal "a rule with a bad pattern is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list parent_rule 'ex*ample.com direct'" parent_rule
+refusal "a rule with a bad parent is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list parent_rule '10.0.0.0/8 socks4://10.0.0.5:1080'" parent_rule
+refusal "parent_password without parent_user is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option parent 'socks5h://10.0.0.5:1080'
+	option parent_password 'x'" parent_password
+refusal "parent_user without a parent is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	list parent_rule '10.0.0.0/8 socks5h://10.0.0.5:1080'
+	option parent_user 'me'" parent_user
+refusal "a password of 256 bytes, more than the daemon takes, is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option parent 'socks5h://10.0.0.5:1080'
+	option parent_user 'me'
+	option parent_password '$(printf '%0256d' 0)'" parent_password
+refusal "parent_credentials that cannot be read, beside parent_user, is refused, and the log names it" \
+"config keepalive-proxy 'main'
+	option parent 'socks5h://10.0.0.5:1080'
+	option parent_user 'me'
+	option parent_password 'x'
+	option parent_credentials '$work/none'" parent_credentials
+rules=$(i=0; while [ "$i" -le 64 ]; do printf "\tlist parent_rule '10.0.%d.0/24 direct'\n" "$i"; i=$((i + 1)); done)
+refusal "65 rules, more than the daemon takes, are refused, and the log names it" \
+"config keepalive-proxy 'main'
+$rules" parent_rule
+
+# A URL with user:password@ is refused before the command line could show
+# it, and the log, which logread shows to anyone on the router, does not
+# quote it either.
+for case in "parent|socks5h://me:$password@10.0.0.5:1080" \
+	"parent_rule|*.example.com http://me:$password@10.0.0.5:3128" \
+	"parent_rule|*.example.com http://me:$password@10.0.0.5:3128 direct"; do
+	option=${case%%|*}
+	value=${case#*|}
+	kind=option
+	[ "$option" = parent ] || kind=list
+	refusal "$option with user:password@ in a URL is refused, and the log names the option" \
+		"config keepalive-proxy 'main'
+	$kind $option '$value'" "$option"
+	if grep -F -e "$password" -e "me:" "$work/said" | grep -q "^log "; then
+		echo "FAIL $option with user:password@: the log quotes the password"
+		grep "^log " "$work/said" | sed 's/^/  /'
+		failed=$((failed + 1))
+	fi
+done
 
 # Each size option's verdict is the daemon's: the init script starts it
 # exactly when keepalive-proxy itself takes the value (--check-host exits 2
@@ -334,6 +526,56 @@ for case in \
 done
 if [ "$agree" = 0 ]; then
 	echo "ok   each size option is taken or refused as keepalive-proxy takes or refuses it"
+else
+	failed=$((failed + 1))
+fi
+
+# Each parent URL's and each rule pattern's verdict is the daemon's: the
+# init script starts it exactly when keepalive-proxy takes --parent URL, or
+# --direct PATTERN (URLs with credentials aside: the daemon takes them, the
+# init script refuses them, above).
+agree=0
+for url in socks5h://127.0.0.1:9050 SOCKS5H://127.0.0.1:9050 socks5://h:1 http://proxy.example:3128/ \
+	'http://[::1]:3128' 'http://[fd00::1]:08080' http://h:65535 http://h:0 http://h:65536 http://h:00080 \
+	http://h:123456 http://h: http://h http://:80 'http://[::1]]:80' 'http://[::1]x:80' 'http://[::1' \
+	'http://[]:80' http://h:80// http://h:80/x 'http://h:80?' 'http://h:80#' http://h:8x http://h:+80 \
+	http://h_1.example-x:80 'http://h!:80' https://h:80 socks4://h:80 socks5h:/h:80 'http://h:80:90' \
+	"http://$(printf '%0255d' 0):80" "http://$(printf '%0256d' 0):80"; do
+	printf "config keepalive-proxy 'main'\n\toption parent '%s'\n" "$url" >"$work/uci"
+	if [ -n "$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null)" ]; then
+		ours=starts
+	else
+		ours=refuses
+	fi
+	rc=0
+	"$bin" --parent "$url" --check-host >/dev/null 2>&1 || rc=$?
+	if [ "$rc" = 2 ]; then daemon=refuses; else daemon=starts; fi
+	if [ "$ours" != "$daemon" ]; then
+		echo "FAIL parent '$url': the init script $ours, keepalive-proxy --parent $daemon"
+		agree=1
+	fi
+done
+for pattern in example.com '*.example.com' example.com. '*.' '*' '*.*.example.com' 'ex*ample.com' \
+	.example.com example..com a.. under_score.example 192.0.2.7 300.1.2.3 ::1 fe80::1 'fe80::1%eth0' \
+	1:::2 ::ffff:192.0.2.7 10.0.0.0/8 10.0.0.0/32 10.0.0.0/33 10.0.0.0/008 10.0.0.0/ 10.0.0.0/+8 \
+	10.0.0.0/8/9 fd00::/8 fd00::/128 fd00::/129 example.com/8 010.0.0.0/8 '*.10.0.0.0/8' \
+	"$(printf '%0253d' 0)" "$(printf '%0254d' 0)" "*.$(printf '%0253d' 0)" 'a,b'; do
+	printf "config keepalive-proxy 'main'\n\tlist parent_rule '%s direct'\n" "$pattern" >"$work/uci"
+	if [ -n "$(sh "$here/uci-procd-harness.sh" "$init" "$work/uci" 2>/dev/null)" ]; then
+		ours=starts
+	else
+		ours=refuses
+	fi
+	rc=0
+	"$bin" --direct "$pattern" --check-host >/dev/null 2>&1 || rc=$?
+	if [ "$rc" = 2 ]; then daemon=refuses; else daemon=starts; fi
+	if [ "$ours" != "$daemon" ]; then
+		echo "FAIL parent_rule '$pattern direct': the init script $ours, keepalive-proxy --direct $daemon"
+		agree=1
+	fi
+done
+if [ "$agree" = 0 ]; then
+	echo "ok   each parent URL and rule pattern is taken or refused as keepalive-proxy takes or refuses it"
 else
 	failed=$((failed + 1))
 fi

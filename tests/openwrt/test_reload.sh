@@ -10,7 +10,11 @@
 #   3. a reload with nothing changed leaves the same process running;
 #   4. a changed users file restarts it, and the new password is the one
 #      that works;
-#   5. stop: the process is gone.
+#   5. a parent proxy with a password set with uci: the daemon sends an
+#      HTTP parent the user and password, which neither its command line
+#      nor procd's holds; a new password, committed and reloaded, restarts
+#      it, and the parent is sent the new one;
+#   6. stop: the process is gone, and the file of the parent's password.
 #
 # Usage: test_reload.sh KEEPALIVE-PROXY-BINARY
 # Exits 77 (skipped) without python3 or curl.
@@ -28,9 +32,11 @@ fi
 
 work=$(mktemp -d)
 export KP_PROCD_STATE="$work/procd" KP_UCI_FILE="$work/keepalive-proxy" KP_PROG="$bin"
+parent_pid=
 cleanup()
 {
 	sh "$here/uci-procd-harness.sh" "$init" "$KP_UCI_FILE" rc stop >/dev/null 2>&1 || :
+	[ -z "$parent_pid" ] || kill "$parent_pid" 2>/dev/null || :
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -134,6 +140,82 @@ wait_for "$port2" yes || ok=1
 case "$(status u:second)" in 502 | 504) ;; *) ok=1 ;; esac
 result $ok "a changed users file: restarted, and the new password works"
 
+# An HTTP parent that answers every request itself, with the credentials
+# it was sent (Proxy-Authorization, decoded), or "none".
+python3 -u -c '
+import base64, http.server
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        auth = self.headers.get("Proxy-Authorization", "")
+        body = base64.b64decode(auth[6:]) if auth.startswith("Basic ") else b"none"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print("port", s.server_port, flush=True)
+s.serve_forever()' >"$work/parent.log" 2>&1 &
+parent_pid=$!
+i=0
+while ! grep -q '^port ' "$work/parent.log" && [ "$i" -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+parent_port=$(sed -n 's/^port //p' "$work/parent.log")
+
+# sent_to_parent: what the parent was sent as credentials, for a request
+# through the proxy (the users file's u:second to the proxy itself).
+sent_to_parent()
+{
+	curl -s --max-time 5 -x "http://127.0.0.1:$port2" -U u:second "http://origin.example/" || :
+}
+# holds PID WORDS...: the process's command line, or procd's record of
+# it, has one of the words.
+holds()
+{
+	local pid="$1" word
+	shift
+	for word in "$@"; do
+		tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$word" && return 0
+		grep -qF -e "$word" "$KP_PROCD_STATE/main/command" && return 0
+	done
+	return 1
+}
+
+password1='first s3cret:@/%'
+password2='second:s3cret'
+uci set keepalive-proxy.main.parent="http://127.0.0.1:$parent_port"
+uci set keepalive-proxy.main.parent_user=me
+uci set keepalive-proxy.main.parent_password="$password1"
+uci commit keepalive-proxy
+rc reload
+ok=0
+wait_for "$port2" yes || ok=1
+third=$(pid_of)
+credentials="$KP_PROCD_STATE/.run/main.parents"
+[ "$(sent_to_parent)" = "me:$password1" ] || ok=1
+! holds "$third" "$password1" s3cret me: || ok=1
+[ "$(stat -c %a "$credentials" 2>&1)" = 600 ] || ok=1
+result $ok "a parent with a password: the parent is sent it, the command line holds none, its file is mode 600"
+if [ "$ok" != 0 ]; then
+	echo "  the parent was sent: $(sent_to_parent)"
+	echo "  command line: $( (tr '\0' ' ' <"/proc/$third/cmdline") 2>/dev/null)"
+	stat -c '  %A %U %n' "$credentials" 2>&1
+fi
+
+uci set keepalive-proxy.main.parent_password="$password2"
+uci commit keepalive-proxy
+rc reload
+ok=0
+wait_for "$port2" yes || ok=1
+[ "$(pid_of)" != "$third" ] || ok=1
+[ "$(sent_to_parent)" = "me:$password2" ] || ok=1
+! holds "$(pid_of)" "$password2" s3cret me: || ok=1
+result $ok "a new parent password, committed and reloaded: restarted, and the parent is sent the new one"
+
 last=$(pid_of)
 rc stop
 ok=0
@@ -143,7 +225,8 @@ while kill -0 "$last" 2>/dev/null && [ "$i" -lt 50 ]; do
 	i=$((i + 1))
 done
 ! kill -0 "$last" 2>/dev/null || ok=1
-result $ok "stop: the daemon is gone"
+[ ! -e "$credentials" ] || ok=1
+result $ok "stop: the daemon is gone, and the file of the parent's password"
 
 [ "$first" != "$second" ] || echo "note: the port change kept pid $first"
 [ "$failed" = 0 ] || { echo "$failed case(s) failed"; exit 1; }

@@ -13,13 +13,19 @@
 #     procd, and what it sends to logger, go to standard error ("param
 #     NAME ...", "log ...").
 #
+#   The script's RUN_DIR, where it writes what the daemon reads at start
+#   (a parent's credentials), is $KP_RUN_DIR; else, with "rc" (below),
+#   DIR/.run, kept from call to call; else a directory of its own, removed
+#   at the end.
+#
 #   KP_PROCD_STATE=DIR uci-procd-harness.sh INIT-SCRIPT UCI-FILE rc ACTION
 #     does what "/etc/init.d/keepalive-proxy ACTION" does on a router, for
 #     ACTION start, reload, stop or restart (rc.common's stop, then start): rc.common's start() (and reload(),
 #     which is start() for a script without reload_service) sends procd the
 #     service's instances with "ubus call service set", and procd starts,
 #     restarts, signals or leaves alone each running instance as
-#     instance_update() decides; stop() deletes them. The processes really
+#     instance_update() decides; stop() deletes them, then runs the
+#     script's service_stopped, as rc.common's stop() does. The processes really
 #     run; DIR keeps what procd would remember between calls (each
 #     instance's config and pid). Every instance's stdout and stderr go to
 #     DIR/NAME.log.
@@ -29,7 +35,9 @@
 # and "list" are functions). Stand-ins: config_load, config_get,
 # config_get_bool, config_foreach and config_list_foreach over that file;
 # uci_load_validate and uci_validate_section as procd.sh has them, calling
-# validate-data-stand-in.py for ubox's /sbin/validate_data; procd_*
+# validate-data-stand-in.py for ubox's /sbin/validate_data (also called
+# by the script itself, as "validate_data DATATYPE VALUE"); chown, which
+# only records (the owner named need not exist here); procd_*
 # functions that record; and procd's own decisions, modelled below on its
 # source (procd.git, service/instance.c and service/service.c), quoted
 # where they are.
@@ -139,6 +147,12 @@ logger()
 	echo "log $*" >&2
 }
 
+# The owner a file is given: recorded, on standard error.
+chown()
+{
+	[ "$mode" = rc ] || echo "chown $*" >&2
+}
+
 # --- validation, as procd.sh has it (package/system/procd/files/procd.sh) --
 # Its lines, with /sbin/validate_data replaced by the stand-in:
 #   _result=$(/sbin/validate_data "$_package" "$_type" "$_name" "$@" 2> /dev/null)
@@ -205,7 +219,9 @@ procd_set_param()
 	file)
 		# procd hashes each file's contents (instance_fill_file:
 		# md5_begin/md5_hash/md5_end), so a changed file is a change.
+		# The UCI file is the router's /etc/config/keepalive-proxy.
 		for f in "$@"; do
+			[ "$f" != /etc/config/keepalive-proxy ] || f=$uci
 			sum=$(md5sum "$f" 2>/dev/null | cut -d' ' -f1) || sum=
 			record="${record}file $f ${sum:-missing}
 "
@@ -432,6 +448,15 @@ set +u
 # shellcheck disable=SC1090
 . "$init"
 [ -z "$prog" ] || [ "$mode" = rc ] || PROG=$prog
+if [ -n "${KP_RUN_DIR:-}" ]; then
+	RUN_DIR=$KP_RUN_DIR
+elif [ "$mode" = rc ]; then
+	# A dot: no instance of procd's by that name (see service_set).
+	RUN_DIR=${KP_PROCD_STATE:?KP_PROCD_STATE names no directory}/.run
+else
+	RUN_DIR=$(mktemp -d)
+	trap 'rm -rf "$RUN_DIR"' EXIT
+fi
 
 if [ "$mode" = print ]; then
 	case "$fn" in
@@ -468,6 +493,11 @@ rc_stop()
 		instance_stop "$old"
 		rm -rf "${state:?}/$old"
 	done
+	# rc.common: stop() { ...; stop_service "$@"; procd_kill ...; if eval
+	# "type service_stopped" ...; then service_stopped; fi }
+	if type service_stopped >/dev/null 2>&1; then
+		service_stopped
+	fi
 }
 case "$action" in
 restart)

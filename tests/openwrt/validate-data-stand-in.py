@@ -2,18 +2,21 @@
 """A stand-in for ubox's /sbin/validate_data, not validate_data.
 
     validate-data-stand-in.py PACKAGE TYPE SECTION 'option:datatype:default'...
+    validate-data-stand-in.py DATATYPE VALUE
 
 reads the UCI file named by $KP_UCI_FILE as PACKAGE and, for the named
 SECTION, prints what validate_data prints for procd.sh's
 uci_validate_section() to eval (one "name=value; " or "unset -v name; " per
 option) and exits 0 when every option validates, 255 when one does not.
 With an empty SECTION it prints the json_add_* commands that
-procd_add_validation sends to procd instead.
+procd_add_validation sends to procd instead. With two arguments it judges
+VALUE alone, as cli.c's main() does for "argc == 3": exit 0 when it
+validates, 1 when not, a line on standard error either way.
 
 Modelled on ubox.git validate/cli.c (validate_value, export_value,
 escape_value, bool_to_num) and validate/validate.c (the datatypes this
 project's init script uses: bool, port, uinteger, ufloat, string, ipaddr,
-cidr, range(min,max), list(...) and regex('...')). Values are judged as a person types
+ip4addr, ip6addr, cidr, range(min,max), list(...) and regex('...')). Values are judged as a person types
 them; C library corner cases (a sign before a port, say) are not modelled.
 A datatype not modelled here is an error, so a new one in the init script
 cannot pass unchecked.
@@ -23,6 +26,7 @@ import ipaddress
 import os
 import re
 import shlex
+import socket
 import sys
 
 DT_INVALID, DT_BOOL, DT_NUMBER, DT_STRING = range(4)
@@ -56,12 +60,18 @@ def is_cidr(value, family, bits, maxlen):
     return True
 
 
-def is_ipaddr(value):
+def inet_pton(family, value):
+    """validate.c's dt_type_ip4addr/ip6addr: inet_pton() itself, which
+    Python's socket module calls (ipaddress would take "fe80::1%eth0")."""
     try:
-        ipaddress.ip_address(value)
-    except ValueError:
+        socket.inet_pton(family, value)
+    except (OSError, ValueError):
         return False
     return True
+
+
+def is_ipaddr(value):
+    return inet_pton(socket.AF_INET, value) or inet_pton(socket.AF_INET6, value)
 
 
 def parse_expr(expr):
@@ -129,6 +139,9 @@ def dt_parse(expr, value):
         return DT_STRING if re.fullmatch(pattern, value) else DT_INVALID
     if name == "ipaddr":
         return DT_STRING if is_ipaddr(value) else DT_INVALID
+    if name in ("ip4addr", "ip6addr"):
+        family = socket.AF_INET if name == "ip4addr" else socket.AF_INET6
+        return DT_STRING if inet_pton(family, value) else DT_INVALID
     if name == "cidr":
         ok = is_cidr(value, 4, 32, 19) or is_cidr(value, 6, 128, 50)
         return DT_STRING if ok else DT_INVALID
@@ -222,6 +235,12 @@ def validate_value(out, err, package, section, name, value, expr, default):
 
 
 def main(argv):
+    if len(argv) == 3:
+        # cli.c: rv = dt_parse(argv[1], argv[2]); fprintf(stderr, "%s - %s = %s\n",
+        # argv[1], argv[2], rv ? "true" : "false"); return rv ? 0 : 1;
+        ok = dt_parse(argv[1], argv[2]) != DT_INVALID
+        sys.stderr.write("%s - %s = %s\n" % (argv[1], argv[2], "true" if ok else "false"))
+        return 0 if ok else 1
     if len(argv) < 5:
         sys.stderr.write("usage: validate-data-stand-in.py PACKAGE TYPE SECTION 'opt:type:def'...\n")
         return 255
