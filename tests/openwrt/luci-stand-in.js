@@ -318,8 +318,9 @@ class AbstractValue {
 		return el ? el.value : null;
 	}
 
+	/* A password is drawn as ui.Textfield draws one: an input of type password. */
 	widget(sid, value) {
-		return E('input', { 'type': 'text', 'id': this.cbid(sid),
+		return E('input', { 'type': this.password ? 'password' : 'text', 'id': this.cbid(sid),
 			'value': value != null ? value : '', 'placeholder': this.placeholder });
 	}
 

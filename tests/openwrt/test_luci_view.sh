@@ -12,7 +12,14 @@
 # be flagged. The memory for read-ahead and split downloads is fetch_memory:
 # a value under its former name, read_ahead_memory, shows in its field and
 # is saved as fetch_memory; fetch_memory set beside it wins; the field
-# emptied and saved leaves neither name. A screenshot, luci-view.png, is left in the working directory.
+# emptied and saved leaves neither name. The parent proxy's fields show
+# their values, refuse a URL with a user and password and a rule that is
+# no pattern and URL (or direct); the parent's password is never drawn,
+# not even in its field, which is one of type password; Save with it left
+# empty keeps the saved one, a password typed in is saved, and the user
+# emptied and saved removes both; the status has a row per parent, with
+# its connections, reuse, failures by kind and round trip, rows that a
+# failed poll removes. A screenshot, luci-view.png, is left in the working directory.
 #
 # This runs everywhere, CI included. test_luci_real.sh runs the same view on
 # LuCI's own modules where a checkout of openwrt/luci is given (not in CI);
@@ -104,7 +111,8 @@ if failed:
 labels = [e["text"] for e in page.elements if e.get("class") == "cbi-value-title"]
 for label in ("Enabled", "Port", "Listen address", "Allowed clients", "Users file",
               "Stats listener", "Hosts to intercept", "CA directory", "Create the CA",
-              "CA certificate", "Read ahead", "Memory for read-ahead and split downloads"):
+              "CA certificate", "Read ahead", "Memory for read-ahead and split downloads",
+              "Parent proxy", "Rules", "User", "Password", "Credentials file"):
     check("the form has the field " + label, label in labels, labels)
 
 
@@ -120,6 +128,32 @@ check("read-ahead is ticked", "checked" in field("read_ahead"))
 check("the memory for read-ahead shows the value set under its former name, read_ahead_memory",
       field("fetch_memory").get("value") == "64M", field("fetch_memory"))
 check("the form has no field of the former name", not field("read_ahead_memory"), field("read_ahead_memory"))
+check("the parent proxy shows its UCI value", field("parent").get("value") == "socks5h://10.0.0.5:1080",
+      field("parent"))
+check("the parent's placeholder is an example", field("parent").get("placeholder") == "socks5h://127.0.0.1:9050")
+check("the rules show their items, in order",
+      [e["data-value"] for e in page.elements if " " in e.get("data-value", "")] ==
+      ["192.168.0.0/16 direct", "*.example-tv.net http://[fd00::1]:3128"],
+      [e["data-value"] for e in page.elements if "data-value" in e])
+check("the parent's user shows its UCI value", field("parent_user").get("value") == "me")
+check("the parent's password is a password field, empty, saying one is saved",
+      field("parent_password").get("type") == "password" and not field("parent_password").get("value")
+      and "saved" in field("parent_password").get("placeholder", ""), field("parent_password"))
+drawn = json.loads(page.ids["password-drawn"]["text"])
+check("the saved password is nowhere in what the page drew, its fields' values included",
+      drawn == {"type": "password", "drawn": False}, drawn)
+parent_checks = json.loads(page.ids["parent-checks"]["text"])
+check("the parent proxy is checked: socks5h, socks5 or http, host:port, no user or password",
+      parent_checks["parents"] == {"socks5h://127.0.0.1:9050": True, "SOCKS5://h:1": True,
+                                   "http://[::1]:3128/": True, "http://me:pw@h:3128": False,
+                                   "https://h:3128": False, "http://h": False, "http://h:70000": False},
+      parent_checks["parents"])
+check("each rule is checked alone: a pattern and a parent URL, or direct",
+      parent_checks["rules"] == {"10.0.0.0/8 direct": True, "*.example.com socks5h://10.0.0.5:1080": True,
+                                 "fd00::/8 http://[fd00::1]:3128": True, "*.example.com": False,
+                                 "example.com direct extra": False, "ex*ample.com direct": False,
+                                 "example.com http://me:pw@h:3128": False},
+      parent_checks["rules"])
 buttons = {e.get("for"): e["text"] for e in page.elements if e["tag"] == "output"}
 check("the CA buttons are there, drawn as form.js draws a Button",
       buttons.get("cbid.keepalive-proxy.main._make_ca") == "Create CA"
@@ -144,6 +178,15 @@ want = {
 for k, v in want.items():
     check("the status shows %s = %s" % (k, v), shown.get(k) == v, shown.get(k))
 check("the status names the daemon", "keepalive-proxy 0.1.0 (TLS: OpenSSL 3.0.0), as of" in page.text)
+rows = [e for e in page.elements if e["tag"] == "tr" and "kp-parent" in e.get("class", "")]
+check("the status has a row per parent, labelled as the daemon labels it",
+      len(rows) == 2 and rows[0]["text"].startswith("Parent proxy socks5h://10.0.0.5:1080")
+      and rows[1]["text"].startswith("Parent proxy http://[fd00::1]:3128"), [r["text"] for r in rows])
+check("a parent's row: connections, reuse, failures by kind, round trip (the last poll's)",
+      shown.get("parent-0") == "12 connections, 42 requests (28 on a reused connection), round trip 34.5 ms; "
+      "failed: 4 (unreachable: 1, origin unreachable from it: 2, timed out: 1)", shown.get("parent-0"))
+check("a parent without numbers yet", shown.get("parent-1") ==
+      "0 connections, 0 requests (0 on a reused connection), round trip -; failed: 0", shown.get("parent-1"))
 check("the status is polled every 5 s", json.loads(page.ids["polls"]["text"]) == [5])
 
 
@@ -252,12 +295,20 @@ check("Save stages the values",
       and saved["uci"]["port"] == "3128" and "_make_ca" not in saved["uci"], saved)
 check("Save writes the memory as fetch_memory, and the former name is removed",
       saved["uci"].get("fetch_memory") == "64M" and "read_ahead_memory" not in saved["uci"], saved)
+check("Save with the password's field left empty keeps the saved password, and the rest as it was",
+      saved["uci"].get("parent_password") == "S3cret-never-drawn" and saved["uci"].get("parent_user") == "me"
+      and saved["uci"].get("parent") == "socks5h://10.0.0.5:1080"
+      and saved["uci"].get("parent_rule") == ["192.168.0.0/16 direct", "*.example-tv.net http://[fd00::1]:3128"],
+      saved)
+no_user = json.loads(page.ids["saved-no-user"]["text"])
+check("the user emptied and saved: the user and the password are gone",
+      "parent_user" not in no_user and "parent_password" not in no_user, no_user)
 err = json.loads(page.ids["poll-error"]["text"])
 check("a status poll that fails shows the ubus error, not the numbers from before",
       err == {"state": "RPC call to luci.keepalive-proxy/status failed with ubus code 7: Request timeout",
-              "requests": "-"}, err)
+              "requests": "-", "parents": 0}, err)
 again = json.loads(page.ids["poll-again"]["text"])
-check("the next poll shows numbers again", again["requests"] == "4244", again)
+check("the next poll shows numbers again", again["requests"] == "4244" and again["parents"] == 2, again)
 
 page = Page(sys.argv[2])
 check("open LAN: the listen address is flagged",
@@ -278,6 +329,7 @@ saved = json.loads(page.ids.get("saved", {}).get("text", "{}")).get("uci", {})
 check("the memory's field emptied and saved: neither name is left, the daemon's default applies",
       saved.get("port") == "3128" and "fetch_memory" not in saved and "read_ahead_memory" not in saved,
       saved)
+check("a password typed in is saved", saved.get("parent_password") == "N3w-typed", saved)
 
 if failed:
     sys.exit("%d case(s) failed" % failed)

@@ -108,8 +108,9 @@ while :; do
 	attempt=$((attempt + 1))
 	port=$((20000 + ($$ * 7 + attempt * 2) % 12000))
 	stats=$((port + 1))
+	# A parent, for its numbers, that the requests below do not take.
 	if started proxy "listening on" "$bin" -p "$port" -b 127.0.0.1 \
-		--stats-listen "127.0.0.1:$stats"; then
+		--stats-listen "127.0.0.1:$stats" --direct 127.0.0.1 --parent socks5h://127.0.0.1:9; then
 		break
 	fi
 	if [ "$attempt" -ge 5 ] || ! grep -q "Address already in use" "$work/proxy.log"; then
@@ -131,6 +132,8 @@ curl -sSf "http://127.0.0.1:$stats/stats" >"$work/stats"
 check "status gives what /stats gives" \
 	'all(j["stats"][k] == s[k] for k in ("requests_total", "upstream_reused_total", "requests_on_new_connection_total", "bytes_to_clients_total", "idle_upstream_connections", "saved_seconds_total", "errors_total", "idle_per_host", "fetch_memory_bytes", "fetch_records_bytes", "fetch_throttled_total"))'
 check "status counts the two requests" 'j["stats"]["requests_total"] == 2'
+check "status gives each parent's numbers as /stats has them" \
+	'j["stats"]["parents"] == s["parents"] and [p["parent"] for p in s["parents"]] == ["socks5h://127.0.0.1:9"] and "handshakes" in s["parents"][0]'
 check "status keeps the keys of idle_per_host as /stats has them (jshn would not)" \
 	'list(j["stats"]["idle_per_host"]) == list(s["idle_per_host"]) and any(":" in k for k in s["idle_per_host"])'
 check "status names the listener and the binary" \
@@ -148,6 +151,22 @@ set_uci "	option stats_listen '127.0.0.1:$stats'
 	option fetch_memory '48M'"
 call status
 check "status: fetch_memory wins over read_ahead_memory" 'j["fetch_memory"] == "48M"'
+# The applied parent, as the daemon labels it: a user and password in the
+# URL (which the init script refuses) never reach the page, nor does
+# parent_password.
+check "status: no parent set, none (empty)" 'j["parent"] == ""'
+set_uci "	option stats_listen '127.0.0.1:$stats'
+	option parent 'socks5h://10.0.0.5:1080'
+	option parent_user 'me'
+	option parent_password 'S3cret-pw'"
+call status
+check "status names the applied parent, and nothing of its credentials" \
+	'j["parent"] == "socks5h://10.0.0.5:1080" and "S3cret" not in json.dumps(j) and "stats" in j'
+set_uci "	option stats_listen '127.0.0.1:$stats'
+	option parent 'http://me:p@ss@proxy.example:3128'"
+call status
+check "status: a parent URL with a user and password is named without them" \
+	'j["parent"] == "http://proxy.example:3128" and "p@ss" not in json.dumps(j) and "me:" not in json.dumps(j)'
 set_uci "	option stats_listen '127.0.0.1:$stats'"
 if grep -qxF "http://127.0.0.1:$stats/stats" "$work/fetched"; then
 	echo "ok   status fetched /stats with uclient-fetch, from loopback"

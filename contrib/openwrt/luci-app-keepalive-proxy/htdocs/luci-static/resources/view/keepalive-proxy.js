@@ -212,6 +212,66 @@ function finding(f, path) {
 	return E('div', { 'data-key': f.key, 'data-status': f.status }, [ status + ': ', ...line ]);
 }
 
+/*
+ * A parent proxy's URL as the init script takes one: socks5h://, socks5://
+ * or http://, host:port (an IPv6 address in brackets), and no
+ * user:password@, which the daemon's command line would show. true, or why
+ * not.
+ */
+function parentUrl(value) {
+	const m = /^(?:socks5h|socks5|http):\/\/(\[[0-9A-Za-z._:-]+\]|[0-9A-Za-z._-]+):0*([0-9]{1,5})\/?$/i.exec(value);
+
+	if (/@/.test(value))
+		return _('no user or password in the URL, where ps would show them: give them below');
+	if (!m || +m[2] < 1 || +m[2] > 65535)
+		return _('a parent proxy such as socks5h://127.0.0.1:9050 or http://proxy.example:3128');
+	return true;
+}
+
+/* A rule's pattern: a host name, *.domain, an IP address or a CIDR. */
+function parentPattern(value) {
+	return /^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?$|^[0-9A-Fa-f:.]+(\/[0-9]{1,3})?$/.test(value);
+}
+
+/* A parent_rule: "PATTERN URL" or "PATTERN direct". true, or why not. */
+function parentRule(value) {
+	const words = (value || '').trim().split(/\s+/);
+
+	if (words.length != 2 || !parentPattern(words[0]))
+		return _('a host name, *.domain, IP address or CIDR, then a parent URL or direct: *.example.com socks5h://10.0.0.5:1080, or 10.0.0.0/8 direct');
+	return words[1] == 'direct' || parentUrl(words[1]);
+}
+
+/* A parent's handshakes that failed, by kind, in the owner's words. */
+const parentFailures = {
+	refused: _('refused'),
+	auth: _('user or password refused'),
+	origin_unreachable: _('origin unreachable from it'),
+	bad_reply: _('bad reply'),
+	timeout: _('timed out'),
+	closed: _('closed')
+};
+
+/* One parent's numbers from /stats's "parents": connections, reuse, failures, round trip. */
+function parentNumbers(p) {
+	const h = p.handshakes || {};
+	const failures = [];
+	let total = p.unreachable || 0;
+
+	if (p.unreachable > 0)
+		failures.push(_('unreachable: %d').format(p.unreachable));
+	Object.keys(parentFailures).forEach((k) => {
+		if (h[k] > 0) {
+			failures.push(parentFailures[k] + ': ' + h[k]);
+			total += h[k];
+		}
+	});
+	return _('%s connections, %s requests (%s on a reused connection), round trip %s')
+		.format(count(p.connects), count(p.requests), count(p.reused),
+			(typeof(p.rtt) == 'number' && p.rtt > 0) ? (p.rtt * 1000).toFixed(1) + ' ms' : '-') +
+		'; ' + _('failed: %s').format(count(total) + (failures.length ? ' (' + failures.join(', ') + ')' : ''));
+}
+
 /* --fetch-memory when fetch_memory is unset (src/config.c). */
 const fetchMemoryDefault = 33554432;
 
@@ -270,15 +330,36 @@ return view.extend({
 	renderStatus() {
 		this.stateEl = E('p', {}, _('Waiting for the first numbers…'));
 		this.cells = {};
+		this.tableEl = E('table', { 'class': 'table' }, statusRows.map((row) =>
+			E('tr', { 'class': 'tr' }, [
+				E('td', { 'class': 'td left', 'width': '40%' }, row[1]),
+				this.cells[row[0]] = E('td', { 'class': 'td left', 'id': 'kp-' + row[0] }, '-')
+			])));
 		return E('div', { 'class': 'cbi-section', 'id': 'kp-status' }, [
 			E('h3', _('Status')),
 			this.stateEl,
-			E('table', { 'class': 'table' }, statusRows.map((row) =>
-				E('tr', { 'class': 'tr' }, [
-					E('td', { 'class': 'td left', 'width': '40%' }, row[1]),
-					this.cells[row[0]] = E('td', { 'class': 'td left', 'id': 'kp-' + row[0] }, '-')
-				])))
+			this.tableEl
 		]);
+	},
+
+	/*
+	 * A row per parent proxy, after the others, drawn anew on each poll:
+	 * the parents are the running daemon's, labelled without credentials.
+	 * A daemon that reports none while the applied settings name one (an
+	 * older keepalive-proxy) gets a row saying so.
+	 */
+	updateParents(st) {
+		const parents = (st.stats && Array.isArray(st.stats.parents)) ? st.stats.parents : [];
+		const rows = parents.map((p) => [ p.parent, parentNumbers(p) ]);
+
+		if (!rows.length && st.stats && st.parent)
+			rows.push([ st.parent, _('no numbers: this keepalive-proxy does not report its parents') ]);
+		this.tableEl.querySelectorAll('.kp-parent').forEach((tr) => tr.remove());
+		rows.forEach(([ label, text ], i) => this.tableEl.appendChild(
+			E('tr', { 'class': 'tr kp-parent' }, [
+				E('td', { 'class': 'td left', 'width': '40%' }, [ _('Parent proxy %s').format(label) ]),
+				E('td', { 'class': 'td left', 'id': 'kp-parent-' + i }, [ text ])
+			])));
 	},
 
 	updateStatus(st) {
@@ -291,6 +372,7 @@ return view.extend({
 			statusRows.forEach((row) => {
 				this.cells[row[0]].textContent = '-';
 			});
+			this.updateParents({});
 			return;
 		}
 		this.stateEl.className = '';
@@ -299,6 +381,7 @@ return view.extend({
 		statusRows.forEach((row) => {
 			this.cells[row[0]].textContent = row[2](st.stats, st);
 		});
+		this.updateParents(st);
 	},
 
 	renderCheck() {
@@ -394,6 +477,8 @@ return view.extend({
 			: _('keepalive-proxy decrypts the traffic to these hosts with a CA of its own, which every client must trust, and pools its connections to them.'));
 		s.tab('readahead', _('Read-ahead'),
 			_('After a client got one byte range of a URL, fetch the range that follows before it is asked for.'));
+		s.tab('parent', _('Parent proxy'),
+			_('Reach origins through another proxy: Tor, ssh -D to a server, a VPN client\'s SOCKS port, an office HTTP proxy.'));
 
 		o = s.taboption('general', form.Flag, 'enabled', _('Enabled'));
 		o.default = o.enabled;
@@ -516,6 +601,47 @@ return view.extend({
 			_('More than one only for origins that allow it; a refusal drops the host to one for ten minutes.'));
 		[ '1', '2', '3', '4' ].forEach((n) => o.value(n));
 		o.default = '1';
+
+		o = s.taboption('parent', form.Value, 'parent', _('Parent proxy'),
+			_('For every origin no rule below names: socks5h:// (the parent resolves names), socks5:// or http://, then host:port. Empty: origins are reached directly.'));
+		o.placeholder = 'socks5h://127.0.0.1:9050';
+		o.validate = (section_id, value) => !value || parentUrl(value);
+
+		o = s.taboption('parent', form.DynamicList, 'parent_rule', _('Rules'),
+			_('Tried in this order, the first that matches wins, then the parent proxy above: a host name, *.domain, IP address or CIDR, then a parent URL, or direct.'));
+		o.placeholder = '*.example.com socks5h://10.0.0.5:1080';
+		o.validate = (section_id, value) => !value || parentRule(value);
+
+		o = s.taboption('parent', form.Value, 'parent_user', _('User'),
+			_('For the parent proxy above. Emptied, the user and the password are removed.'));
+
+		/*
+		 * Never drawn back: the field loads empty, and left empty keeps the
+		 * saved password (form.js removes an option left empty, so remove()
+		 * keeps it while a user is set). The daemon is given it in a file,
+		 * never on its command line.
+		 */
+		o = s.taboption('parent', form.Value, 'parent_password', _('Password'),
+			_('Not shown once saved: leave it empty to keep the saved one. keepalive-proxy reads it from a file only root and its user may read, never from its command line.'));
+		o.password = true;
+		o.load = function(section_id) {
+			this.placeholder = uci.get('keepalive-proxy', section_id, 'parent_password')
+				? _('(saved: unchanged unless typed anew)') : '';
+			return null;
+		};
+		o.remove = function(section_id) {
+			if (!this.section.formvalue(section_id, 'parent_user'))
+				uci.unset('keepalive-proxy', section_id, 'parent_password');
+		};
+		o.validate = function(section_id, value) {
+			if (value && !this.section.formvalue(section_id, 'parent_user'))
+				return _('a password needs its user');
+			return true;
+		};
+
+		o = s.taboption('parent', form.Value, 'parent_credentials', _('Credentials file'),
+			_('Or a file of parent URLs with user:password@, one a line, %XX for special characters (chmod 600 it): for the rules\' parents too. Where both name the parent, the user and password above win.'));
+		o.placeholder = '/etc/keepalive-proxy/parents';
 
 		const statusEl = this.renderStatus();
 		const checkEl = this.renderCheck();
