@@ -373,9 +373,9 @@ head_ended(struct parent_http_reply *r)
 	return false;
 }
 
-/* One byte of the head: 1 when it ended the head, 0 when more follows, -1 when it is wrong. */
+/* A byte of the status line or of a field's value: 0, or -1 when it is wrong. */
 static int
-http_byte(struct parent_http_reply *r, unsigned char c, const char **bad)
+status_line_byte(struct parent_http_reply *r, unsigned char c, const char **bad)
 {
 	switch (r->at) {
 	case PARENT_HTTP_VERSION:
@@ -435,6 +435,18 @@ http_byte(struct parent_http_reply *r, unsigned char c, const char **bad)
 		} else if (r->at == PARENT_HTTP_REASON)
 			reason_put(r, c);
 		return 0;
+	default:
+		break;
+	}
+	*bad = "the reader is lost";
+	return -1;
+}
+
+/* One byte of the head: 1 when it ended the head, 0 when more follows, -1 when it is wrong. */
+static int
+http_byte(struct parent_http_reply *r, unsigned char c, const char **bad)
+{
+	switch (r->at) {
 	case PARENT_HTTP_LINE_CR:
 		if (c != '\n') {
 			*bad = "a CR not followed by LF";
@@ -474,6 +486,8 @@ http_byte(struct parent_http_reply *r, unsigned char c, const char **bad)
 			return -1;
 		}
 		return head_ended(r) ? 1 : 0;
+	default:
+		return status_line_byte(r, c, bad);
 	}
 	*bad = "the reader is lost";
 	return -1;
