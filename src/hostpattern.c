@@ -66,7 +66,6 @@ host_pattern_match(const char *pattern, const char *host)
 {
 	unsigned char pa[16], ha[16];
 	int pf, hf;
-	size_t plen, hlen;
 
 	if (is_ip_literal(pattern, pa, &pf))
 		return is_ip_literal(host, ha, &hf) && pf == hf &&
@@ -74,7 +73,14 @@ host_pattern_match(const char *pattern, const char *host)
 	/* An address is never a name below a domain: "*.2.7" must not take 192.0.2.7. */
 	if (is_ip_literal(host, ha, &hf))
 		return false;
-	hlen = name_len(host);
+	return host_name_pattern_match(pattern, host);
+}
+
+bool
+host_name_pattern_match(const char *pattern, const char *host)
+{
+	size_t plen, hlen = name_len(host);
+
 	if (pattern[0] == '*') {
 		const char *domain = pattern + 1;   /* ".example.com" */
 

@@ -16,6 +16,12 @@ const char *host_pattern_problem(const char *pattern);
 /* Does host (as a request named it, IPv6 without brackets) match pattern? */
 bool host_pattern_match(const char *pattern, const char *host);
 
+/*
+ * The same when both are known to be names, not addresses (the caller
+ * parsed them): no address is parsed again.
+ */
+bool host_name_pattern_match(const char *pattern, const char *host);
+
 /* ... any of them? */
 bool host_patterns_match(const char *const *patterns, unsigned n, const char *host);
 

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kp/cidr.h"
 #include "kp/config.h"
 #include "kp/parent_handshake.h"
 #include "kp/parent_url.h"
@@ -46,8 +47,15 @@ struct parent {
 
 /* A --parent-for or --direct rule: hosts matching pattern go through parent, or direct (NULL). */
 struct parent_rule {
-	const char *pattern;         /* host, *.domain, IP literal or CIDR */
+	const char *pattern;         /* host, *.domain, IP literal or CIDR, as given */
 	struct parent *parent;
+	/*
+	 * The pattern read once, so that a request's host is matched without
+	 * parsing addresses again: an address or a range matches only hosts
+	 * named by an address, a name or *.domain only names.
+	 */
+	bool by_address;
+	struct cidr range;           /* by_address: an IP literal is its own /32 or /128 */
 };
 
 struct parents {
@@ -56,6 +64,12 @@ struct parents {
 	struct parent_rule rules[KP_MAX_PARENT_RULES];
 	unsigned nrules;
 	struct parent *fallback;   /* --parent: for what no rule matched; NULL: direct */
+	/*
+	 * The last host routed and its way: a downloader asks one host again
+	 * and again, and a string compare is cheaper than the rules.
+	 */
+	char last_host[256];
+	struct parent *last_route;
 };
 
 /*

@@ -27,7 +27,4 @@ const char *parent_url_parse(const char *url, struct parent_url *out);
 /* NULL when pattern is one a --parent-for or --direct rule may take: a host pattern or a CIDR. */
 const char *parent_pattern_problem(const char *pattern);
 
-/* Does host (as a request named it, IPv6 without brackets) match such a pattern? */
-bool parent_pattern_match(const char *pattern, const char *host);
-
 #endif

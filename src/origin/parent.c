@@ -1,5 +1,6 @@
 #include "kp/parent.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "kp/hostpattern.h"
 #include "kp/parent_wire.h"
 #include "kp/stats.h"
 
@@ -36,6 +38,12 @@ finish(struct parent *p, const char **why)
 		return false;
 	return true;
 }
+
+union parent_host_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
 
 static bool
 same_place(const struct parent_url *a, const struct parent_url *b)
@@ -133,6 +141,7 @@ parents_init(struct parents *ps, const struct kp_config *cfg, char *why, size_t 
 
 		r->pattern = cfg->parent_rules[i].pattern;
 		r->parent = NULL;
+		r->by_address = cidr_parse(r->pattern, &r->range) == 0;
 		if (cfg->parent_rules[i].url &&
 		    !(r->parent = add_parent(ps, cfg->parent_rules[i].url, why, why_len)))
 			return false;
@@ -150,15 +159,42 @@ parents_init(struct parents *ps, const struct kp_config *cfg, char *why, size_t 
 	return true;
 }
 
+/* host as an address, when it is one: false for a name. */
+static bool
+host_address(const char *host, union parent_host_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1)
+		a->sa.sa_family = AF_INET;
+	else if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1)
+		a->sa.sa_family = AF_INET6;
+	return a->sa.sa_family != 0;
+}
+
 struct parent *
 parents_route(struct parents *ps, const char *host)
 {
-	if (!ps)
-		return NULL;
-	for (unsigned i = 0; i < ps->nrules; i++)
-		if (parent_pattern_match(ps->rules[i].pattern, host))
-			return ps->rules[i].parent;
-	return ps->fallback;
+	union parent_host_addr a;
+	bool address;
+
+	if (!ps || !ps->nrules)
+		return ps ? ps->fallback : NULL;
+	if (ps->last_host[0] && strcmp(ps->last_host, host) == 0)
+		return ps->last_route;
+	/* The host's address once, not once per rule: the rules were read at the start. */
+	address = host_address(host, &a);
+	ps->last_route = ps->fallback;
+	for (unsigned i = 0; i < ps->nrules; i++) {
+		const struct parent_rule *r = &ps->rules[i];
+
+		if (r->by_address ? address && cidr_match(&r->range, &a.sa)
+		                  : !address && host_name_pattern_match(r->pattern, host)) {
+			ps->last_route = r->parent;
+			break;
+		}
+	}
+	snprintf(ps->last_host, sizeof(ps->last_host), "%s", host);
+	return ps->last_route;
 }
 
 /* One counter family, a line per parent. */

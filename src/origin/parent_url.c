@@ -123,27 +123,3 @@ parent_pattern_problem(const char *pattern)
 		return cidr_parse(pattern, &c) < 0 ? "not a range such as 10.0.0.0/8" : NULL;
 	return host_pattern_problem(pattern);
 }
-
-bool
-parent_pattern_match(const char *pattern, const char *host)
-{
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in;
-		struct sockaddr_in6 in6;
-	} a;
-	struct cidr c;
-
-	if (!strchr(pattern, '/'))
-		return host_pattern_match(pattern, host);
-	if (cidr_parse(pattern, &c) < 0)
-		return false;
-	memset(&a, 0, sizeof(a));
-	if (inet_pton(AF_INET, host, &a.in.sin_addr) == 1)
-		a.sa.sa_family = AF_INET;
-	else if (inet_pton(AF_INET6, host, &a.in6.sin6_addr) == 1)
-		a.sa.sa_family = AF_INET6;
-	else
-		return false;   /* a name: only the parent knows its address */
-	return cidr_match(&c, &a.sa);
-}
