@@ -469,8 +469,10 @@ split_resumes_through_a_parent(void)
 		fail_msg("the cut piece was not asked again: %s", line);
 	assert_int_equal(atomic_load(&cut_at), UINT64_MAX);
 	/* The reset cost its session; the piece came again through a new one. */
-	assert_true(parent_wait_sessions(&par, 2, 5000) >= 2);
-	assert_int_equal(parent_sessions(&par), origin_connection_count(og));
+	assert_true(origin_connection_count(og) >= 2);
+	/* dante logs each session from a child process, a moment late: waited for. */
+	assert_int_equal(parent_wait_sessions(&par, origin_connection_count(og), 5000),
+	                 origin_connection_count(og));
 	proxy_stop(&px);
 }
 
