@@ -16,19 +16,25 @@ question is how close each proxy gets to what the path allows. The client
 scenarios (throttled, lossy, resets, hls-ytdlp) run real downloaders
 instead (curl, wget, ffmpeg, yt-dlp, headless Chromium: bench/wan_clients.py)
 against the bench's own origin (bench/wan_origin.py), which can throttle
-answers or cut them with a reset, and check every byte they wrote. Other
-scripts (bench/clients.py) import the testbed from here.
+answers or cut them with a reset, and check every byte they wrote. The
+parent scenario reaches the origin through a parent proxy (microsocks,
+dante, squid) beside the origin or beside the client, each chunk fetched
+by a curl of its own. Other scripts (bench/clients.py) import the testbed
+from here.
 
 Tables go to stdout, one JSON object per row to --out. See bench/README.md.
 """
 
 import argparse
 import hashlib
+import glob
 import json
 import math
 import os
+import pwd
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -55,11 +61,14 @@ MTU = 1500
 # 1448 payload bytes in 1500 on the wire.
 HEADER_BYTES = 52
 SCENARIOS = ("back-to-back", "hls", "paced", "early-close", "parallel", "overlap", "long-fat",
-             "https", "throttled", "lossy", "resets", "hls-ytdlp")
+             "https", "throttled", "lossy", "resets", "hls-ytdlp", "parent")
 # Real clients against the bench's own origin: run only when named, since
 # they need more installed and take long (a throttled direct download of
 # 32 MiB alone is half a minute per client).
 CLIENT_SCENARIOS = ("throttled", "lossy", "resets", "hls-ytdlp")
+# Scenarios that run only when named: the client scenarios, and parent,
+# which needs the parent proxies' packages.
+NAMED_ONLY = CLIENT_SCENARIOS + ("parent",)
 # Scenarios with a testbed of their own (their RTT, rate and loss are theirs).
 OWN_BED = ("overlap", "long-fat", "lossy")
 ORIGIN_PROGRAM = os.path.join(BENCH_DIR, "wan_origin.py")
@@ -67,7 +76,7 @@ ORIGIN_PROGRAM = os.path.join(BENCH_DIR, "wan_origin.py")
 # each scenario uses. Each origin has a fixed port in the origin's namespace,
 # so that a --split pattern that names a port can be written down.
 OBJECT = "object.bin"
-SCENARIO_ORIGIN = {"throttled": "paced", "lossy": "plain", "resets": "reset"}
+SCENARIO_ORIGIN = {"throttled": "paced", "lossy": "plain", "resets": "reset", "parent": "paced"}
 ORIGIN_PORTS = {"paced": 8001, "plain": 8002, "reset": 8003}
 # The hls scenario's media playlist and its segments, under the origin's root.
 HLS_PLAYLIST = "hls/index.m3u8"
@@ -80,6 +89,23 @@ HLS_SEGMENT_SECONDS = 2.0
 # (6.25 MB) several times over; the kernel defaults stop at 4 and 6 MB.
 TCP_MEM_MAX = 32 << 20
 DOWNLOADERS = set()   # downloader processes not yet collected
+# The parent scenario: the parent proxies it can start, where a parent may
+# run, and its two parts.
+PARENTS = ("microsocks", "dante", "squid")
+PARENT_PLACES = ("origin", "client")
+PARENT_PARTS = ("chunks", "throttled")
+# Program and Debian package of every daemon the parent scenario starts.
+DAEMON_PROGRAMS = {"microsocks": ("microsocks", "microsocks"), "dante": ("danted", "dante-server"),
+                   "squid": ("squid", "squid"), "privoxy": ("privoxy", "privoxy")}
+# privoxy's forwarding to each SOCKS parent. forward-socks5t sends the
+# request right behind the SOCKS connect request, before the reply (Tor's
+# "optimistic data"); microsocks 1.0.3 drops what comes with its connect
+# request, so each request through it hangs: plain forward-socks5 there.
+PRIVOXY_SOCKS = {"microsocks": "forward-socks5", "dante": "forward-socks5t"}
+# What curl tells of each chunk (-w): status, body bytes, seconds to the
+# TCP connect (to the proxy where there is one), to the first byte, in all.
+CURL_WRITE_OUT = "%{http_code} %{size_download} %{time_connect} %{time_starttransfer} " \
+                 "%{time_total}\\n"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -102,8 +128,8 @@ def parse_args():
     p.add_argument("--old-build-dir", metavar="DIR",
                    help=kpbench.OLD_BUILD_HELP + "; a row run once runs old, then new")
     p.add_argument("--scenario", action="append", choices=SCENARIOS,
-                   help="run only this scenario (repeatable; default: all but the client "
-                   "scenarios " + ", ".join(CLIENT_SCENARIOS) + ", which run when named)")
+                   help="run only this scenario (repeatable; default: all but "
+                   + ", ".join(NAMED_ONLY) + ", which run when named)")
     p.add_argument("--rtt-ms", default="50,100", help="round-trip times, comma-separated")
     p.add_argument("--rate-mbit", type=float, default=500, help="bottleneck rate")
     p.add_argument("--queue-bytes", type=int,
@@ -178,6 +204,28 @@ def parse_args():
                    help="where the yt-dlp virtual environment is made and kept")
     p.add_argument("--client-timeout", type=float, default=600,
                    help="seconds one client download may take")
+    p.add_argument("--parent-place", default=",".join(PARENT_PLACES),
+                   help="parent: where the parent proxy runs, comma-separated: origin (in the "
+                   "origin's namespace, the client's hop to it crossing the path, as with "
+                   "ssh -D to a far server) or client (in the client's namespace, the origin "
+                   "across the path, as an office proxy)")
+    p.add_argument("--parents", default=",".join(PARENTS),
+                   help="parent: the parent proxies, comma-separated, from " + ",".join(PARENTS))
+    p.add_argument("--parent-parts", default=",".join(PARENT_PARTS),
+                   help="parent: what to measure, comma-separated: chunks (--chunks ranges of "
+                   "--chunk-size, each by a curl of its own) and throttled (the throttled "
+                   "scenario's object, --split through the parent)")
+    p.add_argument("--parent-client", choices=("model", "curl"), default="model",
+                   help="parent, chunks: the downloader of every row that speaks HTTP to "
+                   "what it talks to (the model downloader, bench/wan_download.py, or a curl "
+                   "per chunk, every range's bytes compared); rows straight through a SOCKS "
+                   "parent always use curl")
+    p.add_argument("--parent-squid-conf", action="append", default=[], metavar="LINE",
+                   help="parent: a line added to the parent squid's configuration "
+                   "(repeatable), e.g. --parent-squid-conf='pipeline_prefetch 4'")
+    p.add_argument("--parent-repeats", type=int, default=1,
+                   help="parent: runs of each chunks row, the rows taking turns; tables show "
+                   "the median")
     p.add_argument("--proxies", help="built-in proxies to run, comma-separated, from "
                    + ",".join(kpbench.PROXY_RECIPES) + " (default: all installed; quick: "
                    "keepalive-proxy)")
@@ -237,6 +285,15 @@ def parse_args():
         if unknown:
             p.error(f"unknown clients {unknown}; known: {', '.join(wan_clients.CLIENTS)}")
         setattr(args, name, wanted)
+    for name, known in (("parent_place", PARENT_PLACES), ("parents", PARENTS),
+                        ("parent_parts", PARENT_PARTS)):
+        wanted = [x.strip() for x in getattr(args, name).split(",") if x.strip()]
+        unknown = [x for x in wanted if x not in known]
+        if unknown or not wanted:
+            p.error(f"--{name.replace('_', '-')} takes some of {', '.join(known)}")
+        setattr(args, name, wanted)
+    if args.parent_repeats < 1:
+        p.error("--parent-repeats must be at least 1")
     if len(args.proxy_cmd) > len(args.proxy):
         p.error("each --proxy-cmd needs a --proxy HOST:PORT to go with it")
     defaults = {"chunks": (64, 16), "paced_chunks": (12, 4), "early_chunks": (20, 5),
@@ -246,7 +303,7 @@ def parse_args():
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
-    default = [s for s in SCENARIOS if s not in CLIENT_SCENARIOS]
+    default = [s for s in SCENARIOS if s not in NAMED_ONLY]
     args.scenarios = [s for s in SCENARIOS if s in (args.scenario or default)]
     if args.verify_only:
         args.scenarios = []
@@ -343,7 +400,17 @@ class Delayline:
             return f.read().splitlines()
 
     def _reports(self):
-        return [json.loads(line) for line in self._lines() if line.startswith("{")]
+        """The reports written so far. A line can be read while the emulator
+        is still writing it (a report longer than stdio's buffer goes out in
+        pieces): such a line is left for the next read."""
+        reports = []
+        for line in self._lines():
+            if line.startswith("{"):
+                try:
+                    reports.append(json.loads(line))
+                except ValueError:
+                    pass
+        return reports
 
     def snapshot(self):
         """The counters now (SIGUSR1 makes it print them)."""
@@ -795,6 +862,414 @@ def overlap_count(results):
                 break
             count += n2 != n
     return count
+
+
+# ---------------------------------------------------------------------------
+# The parent scenario's daemons: parent proxies (microsocks, dante, squid)
+# and the proxies that forward to them (privoxy, squid), each started by the
+# row that uses it, with a configuration and logs of its own in the run's
+# work directory, and stopped by its PID.
+
+def daemon_program(kind):
+    """The program of a daemon kind, or None if it is not installed."""
+    program = DAEMON_PROGRAMS[kind][0]
+    return shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin")
+
+
+class Daemon:
+    """One daemon of one row. configure(daemon, port) writes its
+    configuration into daemon.dir and returns its argv; it listens on
+    host:port in netns. A port taken meanwhile: another one, three times."""
+
+    serial = 0
+
+    def __init__(self, kind, workdir, netns, host, configure, owner=None):
+        self.kind = kind
+        self.netns = netns
+        self.host = host
+        self.port = None
+        self.proc = None
+        self.shm_name = None   # squid's service name (-n), which names its shared memory
+        tail = ""
+        for _attempt in range(3):
+            Daemon.serial += 1
+            self.dir = workdir.join(f"{kind}-{Daemon.serial}")
+            os.makedirs(self.dir)
+            if owner:
+                entry = pwd.getpwnam(owner)
+                os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            port = kpbench.free_port()
+            self.argv = configure(self, port)
+            self.log = os.path.join(self.dir, f"{kind}.out")
+            # Its own process group (danted forks workers): stop() signals
+            # that group, which this run made, and nothing else.
+            self.proc = kpbench.Process(kind, self.argv, netns=netns, log_path=self.log,
+                                        group=True)
+            if kpbench.wait_listening(host, port, timeout=20, netns=netns, proc=self.proc):
+                self.port = port
+                return
+            tail = self.proc.log_tail() + self.extra_log_tail()
+            self.stop()
+        raise kpbench.ProxyStartError(f"{kind} did not start in {netns} on {host}:\n{tail}")
+
+    @property
+    def address(self):
+        return f"{self.host}:{self.port}"
+
+    def file(self, name):
+        return os.path.join(self.dir, name)
+
+    def read(self, name=None):
+        try:
+            with open(self.file(name) if name else self.log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def extra_log_tail(self):
+        for name in ("cache.log", "danted.log"):
+            text = self.read(name)
+            if text:
+                return "".join(text.splitlines(True)[-10:])
+        return ""
+
+    def stop(self):
+        if self.proc:
+            self.proc.stop()
+            self.proc = None
+        if self.shm_name:
+            # Shared memory squid named after this run's own service name.
+            for path in glob.glob(f"/dev/shm/{self.shm_name}-*"):
+                os.unlink(path)
+
+
+def start_microsocks(workdir, netns, host):
+    program = daemon_program("microsocks")
+
+    def configure(_d, port):
+        return [program, "-i", host, "-p", str(port)]
+    return Daemon("microsocks", workdir, netns, host, configure)
+
+
+def start_dante(workdir, netns, host, external):
+    """danted with one mother process, no authentication, sessions from
+    loopback and the testbed's addresses to the testbed's addresses, each
+    session's start and end logged."""
+    program = daemon_program("dante")
+
+    def configure(d, port):
+        conf = d.file("danted.conf")
+        with open(conf, "w") as f:
+            f.write(f"""logoutput: {d.file('danted.log')}
+internal: {host} port = {port}
+external: {external}
+clientmethod: none
+socksmethod: none
+user.privileged: root
+user.unprivileged: nobody
+client pass {{ from: 127.0.0.0/8 to: 0.0.0.0/0 log: error }}
+client pass {{ from: 10.77.0.0/16 to: 0.0.0.0/0 log: error }}
+socks pass {{ from: 0.0.0.0/0 to: 10.77.0.0/16 log: connect disconnect error }}
+socks block {{ from: 0.0.0.0/0 to: 0.0.0.0/0 log: connect error }}
+""")
+        return [program, "-f", conf, "-N", "1", "-p", d.file("danted.pid")]
+    return Daemon("dante", workdir, netns, host, configure)
+
+
+def start_squid(workdir, netns, host, peer=None, extra=()):
+    """squid as it forwards, caching nothing (the README's squid row), with
+    a service name of its own (-n) so that its shared memory cannot meet
+    another squid's, an access log that names each client connection and
+    each connection squid made, and with peer (HOST:PORT) every request
+    sent to that parent squid and none direct; extra: further lines of
+    configuration. Each has a host name of its
+    own (visible_hostname), or the parent would take the child's Via for a
+    forwarding loop of its own and answer 403."""
+    program = daemon_program("squid")
+    user = "proxy" if _has_user("proxy") else "nobody"
+
+    def configure(d, port):
+        d.shm_name = f"kpw{os.getpid()}q{Daemon.serial}"
+        peer_lines = ""
+        if peer:
+            peer_host, _, peer_port = peer.rpartition(":")
+            peer_lines = (f"cache_peer {peer_host} parent {peer_port} 0 no-query no-digest "
+                          f"default\nnever_direct allow all\n")
+        conf = d.file("squid.conf")
+        with open(conf, "w") as f:
+            f.write(f"""http_port {host}:{port}
+workers 1
+pid_filename {d.dir}/squid.pid
+cache_log {d.dir}/cache.log
+logformat kp %ts.%03tu %>a:%>p %Ss/%03>Hs %rm %ru %<a:%<lp
+access_log stdio:{d.dir}/access.log kp
+buffered_logs off
+cache_store_log none
+netdb_filename none
+coredump_dir {d.dir}
+cache deny all
+cache_mem 0 MB
+memory_cache_shared off
+acl benchnet src 127.0.0.0/8 10.77.0.0/16
+http_access allow benchnet
+http_access deny all
+server_persistent_connections on
+client_persistent_connections on
+server_idle_pconn_timeout 60 seconds
+client_idle_pconn_timeout 120 seconds
+pinger_enable off
+icp_port 0
+htcp_port 0
+shutdown_lifetime 0 seconds
+cache_effective_user {user}
+visible_hostname {d.shm_name}
+{peer_lines}""" + "".join(line + "\n" for line in extra))
+        os.chmod(conf, 0o644)
+        return [program, "-N", "-n", d.shm_name, "-f", conf]
+    return Daemon("squid", workdir, netns, host, configure, owner=user)
+
+
+def _has_user(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def start_privoxy(workdir, netns, forward):
+    """privoxy on the client's loopback with forward (a forward-socks5t or
+    forward line) and its connections shared between clients."""
+    program = daemon_program("privoxy")
+
+    def configure(d, port):
+        conf = d.file("config")
+        templates = ("templdir /etc/privoxy/templates\n"
+                     if os.path.isdir("/etc/privoxy/templates") else "")
+        with open(conf, "w") as f:
+            f.write(f"""listen-address 127.0.0.1:{port}
+confdir {d.dir}
+{templates}debug 512
+debug 4096
+debug 8192
+{forward}
+connection-sharing 1
+keep-alive-timeout 300
+default-server-timeout 60
+socket-timeout 300
+forwarded-connect-retries 0
+tolerate-pipelining 1
+toggle 0
+enable-remote-toggle 0
+enable-remote-http-toggle 0
+enable-edit-actions 0
+accept-intercepted-requests 0
+""")
+        return [program, "--no-daemon", "--pidfile", d.file("privoxy.pid"), conf]
+    return Daemon("privoxy", workdir, netns, "127.0.0.1", configure)
+
+
+def parent_sessions(daemon):
+    """What a parent's log says it did: sessions (SOCKS sessions, or
+    client connections to squid), requests (squid) and the connections it
+    made onwards (squid: distinct local ports)."""
+    if daemon.kind == "microsocks":
+        return {"sessions": daemon.read().count(": connected to ")}
+    if daemon.kind == "dante":
+        return {"sessions": daemon.read("danted.log").count(" tcp/connect [: ")}
+    clients, onward, requests = set(), set(), 0
+    for line in daemon.read("access.log").splitlines():
+        parts = line.split()
+        # A connection that sent no request (the probe that saw it listen)
+        # is logged with method "-" or NONE.
+        if len(parts) < 6 or parts[3] in ("-", "NONE"):
+            continue
+        requests += 1
+        clients.add(parts[1])
+        onward.add(parts[5])
+    return {"sessions": len(clients), "requests": requests, "onward_connections": len(onward)}
+
+
+class ParentRow:
+    """A row of the parent scenario: the client (curl) straight to the
+    origin, straight through the parent, or through a proxy on its own
+    loopback (front: privoxy, squid, keepalive-proxy) that forwards to the
+    parent, or to the origin when the row has no parent."""
+
+    def __init__(self, label, parent=None, front=None, kp_args=()):
+        self.label = label
+        self.parent = parent
+        self.front = front
+        self.kp_args = list(kp_args)
+
+    @property
+    def socks_straight(self):
+        """Whether the client talks SOCKS itself (which only curl does here)."""
+        return self.front is None and self.parent not in (None, "squid")
+
+    def start(self, bench, bed, place):
+        """Starts the row's daemons; a Running with curl's proxy options."""
+        run = Running()
+        try:
+            if self.parent:
+                run.parent = start_parent(self.parent, bench.workdir, bed, place,
+                                          bench.args.parent_squid_conf)
+                run.parent_url = parent_url(run.parent)
+            hop = run.parent.address if run.parent else None
+            if self.front is None:
+                run.curl_args = (["--noproxy", "*"] if not hop else
+                                 ["--socks5-hostname", hop] if self.parent != "squid" else
+                                 ["--proxy", f"http://{hop}"])
+                run.http_proxy = hop if self.parent == "squid" else None
+                return run
+            if self.front == "privoxy":
+                forward = (f"forward / {hop}" if self.parent == "squid"
+                           else f"{PRIVOXY_SOCKS[self.parent]} / {hop} .")
+                run.front = start_privoxy(bench.workdir, bed.ns_cli, forward)
+                run.front_config = forward
+            elif self.front == "squid":
+                run.front = start_squid(bench.workdir, bed.ns_cli, "127.0.0.1", peer=hop)
+                run.front_config = f"cache_peer {hop} parent ... no-query default, never_direct"
+            else:
+                args = bench.args
+                extra = shlex.split(args.kp_args)
+                if run.parent_url:
+                    extra += ["--parent", run.parent_url]
+                extra += self.kp_args
+                run.kp = kpbench.start_proxy("keepalive-proxy", bench.workdir, args.build_dir,
+                                             host="127.0.0.1", netns=bed.ns_cli,
+                                             extra_args=extra, raise_errors=True)
+                run.front_config = " ".join(extra)
+                run.kp_log = run.kp.process.log_path
+                run.curl_args = ["--proxy", f"http://{run.kp.address}"]
+                run.http_proxy = run.kp.address
+                return run
+            run.curl_args = ["--proxy", f"http://{run.front.address}"]
+            run.http_proxy = run.front.address
+            return run
+        except BaseException:
+            run.stop()
+            raise
+
+
+class Running:
+    """A row's daemons while it is measured."""
+
+    def __init__(self):
+        self.parent = None
+        self.parent_url = None
+        self.front = None
+        self.front_config = None
+        self.kp = None
+        self.kp_log = None
+        self.curl_args = []
+        self.http_proxy = None   # HOST:PORT of the HTTP proxy the client talks to, if any
+        self.cpu = {}
+
+    def sample_cpu(self):
+        """CPU seconds each daemon of the row has used since it started
+        (every thread and child process of its session)."""
+        for what, pid in (("kp", self.kp.pid if self.kp else None),
+                          ("front", self.front.proc.pid if self.front and self.front.proc
+                           else None),
+                          ("parent", self.parent.proc.pid if self.parent and self.parent.proc
+                           else None)):
+            if pid:
+                self.cpu[what] = round(kpbench.total_cpu_seconds(kpbench.session_pids(pid)), 3)
+
+    def stop(self):
+        """The client's side first, then the parent."""
+        for d in (self.kp, self.front, self.parent):
+            if d:
+                d.stop()
+
+
+def start_parent(name, workdir, bed, place, squid_extra=()):
+    """A parent proxy beside the origin (in the origin's namespace, on its
+    address) or beside the client (on the client's loopback)."""
+    netns, host, external = ((bed.ns_org, ORG_ADDR, ORG_ADDR) if place == "origin"
+                             else (bed.ns_cli, "127.0.0.1", CLI_ADDR))
+    if name == "microsocks":
+        return start_microsocks(workdir, netns, host)
+    if name == "dante":
+        return start_dante(workdir, netns, host, external)
+    return start_squid(workdir, netns, host, extra=squid_extra)
+
+
+def parent_url(daemon):
+    return f"{'http' if daemon.kind == 'squid' else 'socks5h'}://{daemon.address}"
+
+
+def curl_chunks(spec):
+    """Run inside the client's namespace (wan.py --curl-chunks SPEC): the
+    ranges one after another, each by a curl of its own, so each on a new
+    connection; then every range's bytes compared with the file's. Prints
+    one JSON object (CLOCK_MONOTONIC times, as wan_download.py's)."""
+    env = wan_clients.client_env()
+    size = spec["chunk_size"]
+    started = time.monotonic()
+    subprocess.run([spec["curl"], "--version"], stdout=subprocess.DEVNULL, env=env)
+    startup = time.monotonic() - started
+    chunks = []
+    for i in range(spec["chunks"]):
+        first = i * size
+        out = os.path.join(spec["dir"], f"chunk-{i}")
+        argv = [spec["curl"], "-q", "-sS", "--max-time", str(spec["max_time"]), "-o", out,
+                "-r", f"{first}-{first + size - 1}", "-w", CURL_WRITE_OUT,
+                *spec["proxy_args"], spec["url"]]
+        start = time.monotonic()
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+        c = {"index": i, "worker": 0, "due": start, "start": start, "end": time.monotonic(),
+             "exit": done.returncode}
+        fields = done.stdout.split()
+        if len(fields) == 5:
+            c.update(status=int(fields[0]), bytes=int(float(fields[1])),
+                     connect_s=float(fields[2]), head_s=float(fields[3]),
+                     curl_s=float(fields[4]))
+        if done.returncode:
+            c["error"] = f"curl exit {done.returncode}: {done.stderr.strip()[:200]}"
+        elif c.get("status") != 206:
+            c["error"] = f"status {c.get('status')}, expected 206"
+        elif c.get("bytes") != size:
+            c["error"] = f"{c.get('bytes')} bytes, expected {size}"
+        chunks.append(c)
+    with open(spec["expect"], "rb") as f:
+        for c in chunks:
+            out = os.path.join(spec["dir"], f"chunk-{c['index']}")
+            if "error" not in c:
+                f.seek(c["index"] * size)
+                want = f.read(size)
+                with open(out, "rb") as g:
+                    got = g.read()
+                if got != want:
+                    at = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b),
+                              min(len(got), len(want)))
+                    c["error"] = f"wrong bytes from offset {at} of the range"
+            if os.path.exists(out):
+                os.unlink(out)
+    print(json.dumps({"chunks": chunks, "curl_startup_s": startup}))
+    return 0
+
+
+def joined(values):
+    """One value if the runs agree, else all of them: 1, or 1/2/1."""
+    values = ["-" if v is None else str(v) for v in values]
+    return values[0] if len(set(values)) == 1 else "/".join(values)
+
+
+def daemon_logs(running):
+    """The end of each of a row's daemons' logs, for a row that went wrong."""
+    logs = {}
+    if running.kp_log and os.path.exists(running.kp_log):
+        logs["keepalive-proxy"] = kpbench.tail_of(running.kp_log, 40)
+    for d in (running.front, running.parent):
+        if d:
+            for name in (None, "cache.log", "danted.log"):
+                text = d.read(name)
+                if text:
+                    logs[f"{d.kind}/{name or 'out'}"] = text[-3000:]
+    return logs
 
 
 # ---------------------------------------------------------------------------
@@ -1566,6 +2041,363 @@ class Bench:
         values["note"] = failure or next((r["why"] for r in runs if not r["exact"]), None)
         return values
 
+    # ------------------------------------------------------------------
+    # Through a parent proxy.
+
+    def parent(self, bed):
+        """Origins reached through a parent proxy (microsocks, dante, squid)
+        beside the origin (the client's hops to it cross the path, as with
+        ssh -D to a far server) or beside the client (the origin across the
+        path, as an office proxy): the client straight through the parent,
+        privoxy and squid forwarding to it, keepalive-proxy --parent, and
+        keepalive-proxy without a parent on the same path."""
+        args = self.args
+        missing = sorted(k for k in set(args.parents) | {"privoxy"} if not daemon_program(k))
+        for kind in missing:
+            program, package = DAEMON_PROGRAMS[kind]
+            print(f"  parent: {program} is not installed (Debian: apt-get install {package}); "
+                  f"its rows are skipped", flush=True)
+        parents = [p for p in args.parents if p not in missing]
+        self.curl = shutil.which("curl") or shutil.which("curl", path="/usr/bin:/bin")
+        if not self.curl:
+            print("  parent: curl is not installed (Debian: apt-get install curl); skipped",
+                  flush=True)
+            return
+        self.parent_targets = []
+        for place in args.parent_place:
+            if "chunks" in args.parent_parts:
+                self.parent_chunks(bed, place, parents, "privoxy" not in missing)
+            if "throttled" in args.parent_parts:
+                self.parent_throttled(bed, place, parents)
+        if self.parent_targets:
+            kpbench.print_table(
+                f"parent: targets, RTT {bed.rtt_ms:g} ms",
+                [("parent beside", "place", None), ("parent", "parent", None),
+                 ("target", "target", None), ("measured", "measured", None),
+                 ("met", "met", None)], self.parent_targets)
+
+    def parent_chunks(self, bed, place, parents, with_privoxy):
+        args = self.args
+        n = args.chunks
+        rtt = bed.rtt_ms / 1e3
+        ideal = self.ideal_chunk(rtt)
+        limit = n * ideal
+        kp = "keepalive-proxy"
+        rows = [ParentRow("direct (no proxy)"),
+                ParentRow("keepalive-proxy (no parent)", front=kp),
+                ParentRow("keepalive-proxy --read-ahead (no parent)", front=kp,
+                          kp_args=["--read-ahead"])]
+        for p in parents:
+            rows.append(ParentRow("straight through the parent", parent=p))
+            if with_privoxy:
+                rows.append(ParentRow("privoxy " + ("forward" if p == "squid"
+                                                    else PRIVOXY_SOCKS[p]),
+                                      parent=p, front="privoxy"))
+            if p == "squid":
+                rows.append(ParentRow("squid cache_peer parent", parent=p, front="squid"))
+            rows += [ParentRow("keepalive-proxy --parent", parent=p, front=kp),
+                     ParentRow("keepalive-proxy --parent --read-ahead", parent=p, front=kp,
+                               kp_args=["--read-ahead"])]
+        runs = {id(row): [] for row in rows}
+        failed = set()
+        for rep in range(args.parent_repeats):
+            for row in rows:
+                if id(row) in failed:
+                    continue
+                try:
+                    values = self.parent_chunk_run(bed, place, row, rep, limit, ideal)
+                except kpbench.ProxyStartError as e:
+                    skipped(f"{row.parent or '-'}: {row.label}", e)
+                    failed.add(id(row))
+                    continue
+                runs[id(row)].append(values)
+                print(f"  beside the {place}, {row.parent or '-'}, {row.label} "
+                      f"({values['client']}): {values['total_s']:.2f} s, {values['exact']} "
+                      f"{'exact' if values['bytes_checked'] else 'whole'}, origin conns "
+                      f"{values['origin_connections']}, parent sessions "
+                      f"{values.get('parent_sessions', '-')}", flush=True)
+        table = []
+        for row in rows:
+            done = runs[id(row)]
+            if not done:
+                continue
+            totals = [v["total_s"] for v in done]
+            table.append({
+                "parent": row.parent or "-", "proxy": row.label, "runs": len(done),
+                "client": done[0]["client"],
+                "total_s": median(totals), "min_s": min(totals), "max_s": max(totals),
+                "share_of_limit": limit / median(totals),
+                "median_chunk_ms": median([v["median_chunk_ms"] for v in done
+                                           if v["median_chunk_ms"] is not None]),
+                "first_chunk_ms": median([v["first_chunk_ms"] for v in done
+                                          if v["first_chunk_ms"] is not None]),
+                "ok": f"{sum(n - v['errors'] for v in done)}/{n * len(done)}",
+                "errors": sum(v["errors"] for v in done),
+                "parent_cpu_s": median([v["parent_cpu_s"] for v in done
+                                        if v["parent_cpu_s"] is not None]),
+                "origin_connections": joined(v["origin_connections"] for v in done),
+                "parent_sessions": joined(v.get("parent_sessions") for v in done),
+                "emulator_late_share": max((v["emulator_late_share"] or 0) for v in done),
+            })
+        spread = args.parent_repeats > 1
+        kpbench.print_table(
+            f"parent beside the {place}: {n} x {args.chunk_size} B, each on a new client "
+            f"connection, RTT {bed.rtt_ms:g} ms, {bed.rate_mbit:g} Mbit/s; "
+            f"L = {limit:.3f} s; " + (f"median of {args.parent_repeats} runs; " if spread else "")
+            + "parent sessions: SOCKS sessions, or client connections to squid",
+            [("parent", "parent", None), ("row", "proxy", None), ("client", "client", None),
+             ("total s", "total_s", "{:.2f}"),
+             *([("min s", "min_s", "{:.2f}"), ("max s", "max_s", "{:.2f}")] if spread else []),
+             ("% of L", "share_of_limit", "{:.1%}"),
+             ("median chunk ms", "median_chunk_ms", "{:.1f}"),
+             ("first chunk ms", "first_chunk_ms", "{:.0f}"),
+             ("ok", "ok", None), ("origin conns", "origin_connections", None),
+             ("parent sessions", "parent_sessions", None),
+             ("parent cpu s", "parent_cpu_s", "{:.2f}"),
+             ("late>1ms", "emulator_late_share", "{:.2%}")], table)
+        self.parent_chunk_targets(place, parents, table)
+
+    def parent_chunk_targets(self, place, parents, table):
+        def total(parent, label):
+            return next((r["total_s"] for r in table
+                         if r["parent"] == parent and r["proxy"] == label), None)
+
+        def add(parent, target, measured, met):
+            self.parent_targets.append({"place": place, "parent": parent, "target": target,
+                                        "measured": measured,
+                                        "met": "-" if met is None else "yes" if met else "NO"})
+
+        base = total("-", "keepalive-proxy (no parent)")
+        base_ra = total("-", "keepalive-proxy --read-ahead (no parent)")
+        for p in parents:
+            for label, ref, what in (
+                    ("keepalive-proxy --parent", base, "without a parent"),
+                    ("keepalive-proxy --parent --read-ahead", base_ra,
+                     "--read-ahead without a parent")):
+                mine = total(p, label)
+                if mine and ref:
+                    add(p, f"{label}: within 10% of {what}",
+                        f"{mine:.2f} s vs {ref:.2f} s ({mine / ref - 1:+.1%})", mine <= 1.1 * ref)
+            mine = total(p, "keepalive-proxy --parent --read-ahead")
+            privoxy = next((r["total_s"] for r in table
+                            if r["parent"] == p and r["proxy"].startswith("privoxy")), None)
+            if mine and privoxy:
+                add(p, "--parent --read-ahead: at most half of privoxy's time",
+                    f"{mine:.2f} s vs {privoxy:.2f} s ({mine / privoxy:.0%})",
+                    mine <= 0.5 * privoxy)
+
+    def parent_client(self, row):
+        return "curl" if self.args.parent_client == "curl" or row.socks_straight else "model"
+
+    def parent_chunk_run(self, bed, place, row, rep, limit, ideal):
+        """One run of a chunks row: its daemons up, the downloader (the
+        model one, or a curl per chunk), its daemons down; again if the
+        emulator fell behind."""
+        args = self.args
+        n, size = args.chunks, args.chunk_size
+        client = self.parent_client(row)
+        discarded = []
+        for attempt in range(args.retries + 1):
+            self.quiet()
+            running = row.start(self, bed, place)
+            counters = None
+            try:
+                tag = tag_for("parent", row, bed.rtt_ms,
+                              f"-{place}-{row.parent or 'none'}-{rep}"
+                              + (f"-{attempt}" if attempt else ""))
+                mark = bed.origin.log_mark()
+                before = bed.delayline.snapshot()
+                if client == "curl":
+                    outdir = self.workdir.join(f"chunks-{tag}")
+                    os.makedirs(outdir, exist_ok=True)
+                    spec = {"curl": self.curl, "chunks": n, "chunk_size": size, "max_time": 60,
+                            "url": bed.origin.url(FILE) + f"?run={tag}",
+                            "proxy_args": running.curl_args, "dir": outdir,
+                            "expect": os.path.join(bed.origin.root, FILE)}
+                    proc = subprocess.Popen(
+                        kpbench.netns_argv(bed.ns_cli, [sys.executable,
+                                                        os.path.realpath(__file__),
+                                                        "--curl-chunks", json.dumps(spec)]),
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    DOWNLOADERS.add(proc)
+                else:
+                    proc = bed.download("chunks", "--path", f"/{FILE}?run={tag}",
+                                        "--chunk-size", size, "--chunks", n,
+                                        *(["--proxy", running.http_proxy]
+                                          if running.http_proxy else []))
+                result = collect(proc, timeout=n * 70 + 60)
+                self.busy_during()
+                after = bed.delayline.snapshot()
+                if running.kp:
+                    counters = kpbench.keepalive_counters(running.kp)
+                running.sample_cpu()
+            finally:
+                running.stop()
+            dl = delayline_delta(before, after)
+            self.env["discarded_late_shares"] = discarded
+            if self.kept_time(f"{row.parent or '-'}, {row.label}", dl, attempt):
+                break
+        conns, requests = origin_connections(origin_log(bed.origin, mark), tag)
+        chunks = result["chunks"]
+        for c in chunks:
+            if client == "model" and "error" not in c:
+                c.update(curl_s=c["end"] - c["start"], head_s=c["head"] - c["start"],
+                         connect_s=c["connected"] - c["start"])
+        ok = [c for c in chunks if "error" not in c]
+        times = [c["curl_s"] for c in ok]
+        total = max(c["end"] for c in chunks) - min(c["start"] for c in chunks)
+        t0 = min(c["start"] for c in chunks)
+        values = {
+            "scenario": "parent", "part": "chunks", "place": place, "parent": row.parent,
+            "proxy": row.label, "client": client, "rep": rep, "rtt_ms": bed.rtt_ms,
+            "rate_mbit": bed.rate_mbit, "chunk_count": n, "chunk_size": size, "total_s": total,
+            "fetch_sum_s": sum(c.get("curl_s", 0) for c in chunks),
+            "curl_startup_s": result.get("curl_startup_s"), "cpu_s": running.cpu,
+            "parent_cpu_s": running.cpu.get("parent"),
+            "bytes_checked": client == "curl",
+            "limit_s": limit, "share_of_limit": limit / total,
+            "median_chunk_ms": ms(median(times)), "ideal_chunk_ms": ms(ideal),
+            "first_chunk_ms": ms(chunks[0].get("curl_s")) if "error" not in chunks[0] else None,
+            "exact": f"{len(ok)}/{n}", "errors": n - len(ok),
+            "error_list": [f"chunk {c['index']}: {c['error']}" for c in chunks
+                           if "error" in c][:8],
+            "origin_connections": conns, "origin_requests": requests,
+            "parent_url": running.parent_url, "front_config": running.front_config,
+            "curl_args": running.curl_args if client == "curl" else None,
+            "http_proxy": running.http_proxy, "kp_counters": counters,
+            "queue_drops": dl["b_to_a"]["drops"] if dl else None,
+            "emulator_late_share": late_share(dl), "delayline_delta": dl,
+            "busy_cores": self.env.get("busy_cores_during"), "env": dict(self.env),
+            "testbed": bed.info, "verification": bed.verification,
+            "chunks": [{"index": c["index"], "start_ms": round(ms(c["start"] - t0), 3),
+                        "process_ms": round(ms(c["end"] - c["start"]), 3),
+                        "ms": round(ms(c["curl_s"]), 3) if "curl_s" in c else None,
+                        "head_ms": round(ms(c["head_s"]), 3) if "head_s" in c else None,
+                        "connect_ms": round(ms(c["connect_s"]), 3) if "connect_s" in c else None,
+                        "bytes": c.get("bytes"), "error": c.get("error")} for c in chunks],
+        }
+        if running.parent:
+            values.update({f"parent_{k}": v for k, v in parent_sessions(running.parent).items()})
+        if running.front and running.front.kind == "squid":
+            values.update({f"front_{k}": v for k, v in parent_sessions(running.front).items()})
+        if running.kp_log:
+            values["kp_log_tail"] = kpbench.tail_of(running.kp_log, 10)
+        if values["errors"]:
+            values["logs"] = daemon_logs(running)
+        self.results.write(values)
+        return values
+
+    def parent_throttled(self, bed, place, parents):
+        """The throttled scenario's object (the origin paces whole answers to
+        --pace-rate) through each parent: curl straight through the parent,
+        and curl through keepalive-proxy --parent URL --split ORIGIN."""
+        args = self.args
+        origin = bed.own_origins["paced"]
+        curl = self.curl
+
+        def argv(url, proxy_args, out, timeout):
+            return [curl, "-q", "-sS", "-f", "--max-time", f"{timeout:g}", "-o", out,
+                    *proxy_args, url]
+        client = wan_clients.Client("curl", curl, argv, [curl, "--version"])
+        client.probe()
+        kp, split = "keepalive-proxy", ["--split", ORG_ADDR]
+        rows = [ParentRow(f"keepalive-proxy --split {ORG_ADDR} (no parent)", front=kp,
+                          kp_args=split)]
+        for p in parents:
+            rows += [ParentRow("curl straight through the parent", parent=p),
+                     ParentRow(f"keepalive-proxy --parent --split {ORG_ADDR}", parent=p,
+                               front=kp, kp_args=split)]
+        table = []
+        straight = {}
+        for row in rows:
+            try:
+                values = self.parent_throttled_run(bed, place, row, client, origin)
+            except kpbench.ProxyStartError as e:
+                skipped(f"{row.parent or '-'}: {row.label}", e)
+                continue
+            if row.front is None:
+                straight[row.parent] = values["seconds"] if values["exact"] else None
+            elif straight.get(row.parent) and values["exact"]:
+                values["speedup"] = straight[row.parent] / values["seconds"]
+                self.parent_targets.append({
+                    "place": place, "parent": row.parent,
+                    "target": "throttled, --parent --split: >= 15x curl straight through "
+                              "the parent",
+                    "measured": f"{values['seconds']:.2f} s vs {straight[row.parent]:.2f} s "
+                                f"({values['speedup']:.1f}x)",
+                    "met": "yes" if values["speedup"] >= 15 else "NO"})
+            self.results.write(values)
+            table.append(values)
+            print(f"  beside the {place}, {row.parent or '-'}, {row.label}: "
+                  f"{values['seconds']:.2f} s, exact {values['exact']}", flush=True)
+        kpbench.print_table(
+            f"parent beside the {place}, throttled origin: one download of "
+            f"{args.object_size} B by curl; the origin paces answers without a bounded range "
+            f"of at most {args.pace_free_max} B to {args.pace_rate / 1e6:g} MB/s; "
+            f"speedup = curl straight through the same parent / the row",
+            [("parent", "parent", None), ("row", "proxy", None), ("exact", "exact", None),
+             ("seconds", "seconds", "{:.2f}"), ("MB/s", "mbyte_s", "{:.1f}"),
+             ("speedup", "speedup", "{:.1f}x"), ("origin reqs", "origin_requests", None),
+             ("conns", "origin_connections", None),
+             ("unbounded", "unbounded_requests", None), ("paced", "paced_answers", None),
+             ("parent sessions", "parent_sessions", None),
+             ("parent cpu s", "parent_cpu_s", "{:.2f}"),
+             ("late>1ms", "emulator_late_share", "{:.2%}")], table)
+
+    def parent_throttled_run(self, bed, place, row, client, origin):
+        args = self.args
+        discarded = []
+        for attempt in range(args.retries + 1):
+            self.quiet()
+            running = row.start(self, bed, place)
+            self.downloads += 1
+            out = self.workdir.join(f"download-{self.downloads}")
+            log = self.workdir.join(f"client-{self.downloads}.log")
+            tag = tag_for("parent-throttled", row, bed.rtt_ms,
+                          f"-{place}-{row.parent or 'none'}" + (f"-{attempt}" if attempt else ""))
+            url = origin.url(OBJECT) + f"?run={tag}"
+            counters = None
+            try:
+                mark = origin.log_mark()
+                before = bed.delayline.snapshot()
+                r = wan_clients.run_client(bed.ns_cli, client, url, running.curl_args, out, log,
+                                           args.client_timeout)
+                self.busy_during()
+                after = bed.delayline.snapshot()
+                if running.kp:
+                    counters = kpbench.keepalive_counters(running.kp)
+                running.sample_cpu()
+            finally:
+                running.stop()
+                if os.path.exists(out) and not args.keep_workdir:
+                    os.unlink(out)
+            dl = delayline_delta(before, after)
+            self.env["discarded_late_shares"] = discarded
+            if self.kept_time(f"{row.parent or '-'}, {row.label}", dl, attempt):
+                break
+        r.update(origin_stats(origin, mark, tag, args.pace_free_max))
+        exact = r["status"] == 0 and r["sha256"] == self.object_sha
+        r.update({
+            "scenario": "parent", "part": "throttled", "place": place, "parent": row.parent,
+            "proxy": row.label, "client": client.name, "client_version": client.version,
+            "rtt_ms": bed.rtt_ms, "rate_mbit": bed.rate_mbit, "url": url,
+            "object_bytes": args.object_size, "exact": exact,
+            "mbyte_s": args.object_size / r["seconds"] / 1e6 if exact else None,
+            "parent_url": running.parent_url, "front_config": running.front_config,
+            "curl_args": running.curl_args, "kp_counters": counters, "cpu_s": running.cpu,
+            "parent_cpu_s": running.cpu.get("parent"),
+            "emulator_late_share": late_share(dl), "delayline_delta": dl, "env": dict(self.env),
+            "testbed": bed.info, "verification": bed.verification})
+        if running.parent:
+            r.update({f"parent_{k}": v for k, v in parent_sessions(running.parent).items()})
+        if running.kp_log:
+            r["kp_log_tail"] = kpbench.tail_of(running.kp_log, 10)
+        if not exact:
+            r["why"] = (f"{r['bytes']} B written, not the object" if r["status"] == 0
+                        else f"exit {r['status']}: "
+                        + " ".join((r.get("output_tail") or "").split())[-160:])
+            r["logs"] = daemon_logs(running)
+        return r
 
 def skipped(label, error):
     """A row whose proxy did not start (a flag it does not know yet, say):
@@ -1874,7 +2706,10 @@ def main():
     beds = "; ".join(f"{', '.join(sc) or 'check only'} at {rtt:g} ms, {rate:g} Mbit/s"
                      + (f", loss {loss:g}% each way" if loss else "")
                      for rtt, rate, sc, loss in testbed_plan(args))
-    print(f"WAN bench: {beds}; rows: {', '.join(r.label for r in bench.rows)}")
+    rows = ", ".join(r.label for r in bench.rows)
+    if args.scenarios == ["parent"]:
+        rows = f"parents {', '.join(args.parents)} beside the {' and the '.join(args.parent_place)}"
+    print(f"WAN bench: {beds}; rows: {rows}")
     print(f"command: {results.common['command']}")
     print(f"machine: {json.dumps(results.common['machine'])}", flush=True)
 
@@ -1956,4 +2791,8 @@ def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--curl-chunks"]:
+        # The parent scenario's downloader, run by this script inside the
+        # client's namespace.
+        sys.exit(curl_chunks(json.loads(sys.argv[2])))
     sys.exit(main())
