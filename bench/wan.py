@@ -901,10 +901,9 @@ class Daemon:
             port = kpbench.free_port()
             self.argv = configure(self, port)
             self.log = os.path.join(self.dir, f"{kind}.out")
-            # Its own process group (danted forks workers): stop() signals
-            # that group, which this run made, and nothing else.
-            self.proc = kpbench.Process(kind, self.argv, netns=netns, log_path=self.log,
-                                        group=True)
+            # A session of its own (kpbench.Process): stop() finds the
+            # workers danted forks by it.
+            self.proc = kpbench.Process(kind, self.argv, netns=netns, log_path=self.log)
             if kpbench.wait_listening(host, port, timeout=20, netns=netns, proc=self.proc):
                 self.port = port
                 return
@@ -934,8 +933,21 @@ class Daemon:
         return ""
 
     def stop(self):
+        """SIGTERM to the daemon itself, which ends its own workers (danted's
+        children; signalled all at once they would die before the mother
+        and fill its log with complaints); whatever is left of the session
+        this run started after 5 s gets SIGKILL."""
         if self.proc:
+            sid = self.proc.pid
             self.proc.stop()
+            deadline = time.monotonic() + 5
+            while kpbench.session_pids(sid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if kpbench.session_pids(sid):
+                try:
+                    os.killpg(sid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             self.proc = None
         if self.shm_name:
             # Shared memory squid named after this run's own service name.
