@@ -905,7 +905,7 @@ timer_fired(struct clock_timer *t)
 
 struct client *
 client_new(const struct proxy_env *env, struct client_list *list, int fd,
-           const union dns_addr *peer)
+           const union net_addr *peer)
 {
 	struct client *c = slab_get(&list->slab);
 

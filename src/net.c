@@ -80,40 +80,45 @@ fail:
 	return -1;
 }
 
+bool
+net_literal(const char *host, union net_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1)
+		a->in.sin_family = AF_INET;
+	else if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1)
+		a->in6.sin6_family = AF_INET6;
+	return a->sa.sa_family != 0;
+}
+
 int
 net_listen(const char *addr, unsigned port, int backlog, const struct kp_config *cfg)
 {
-	struct sockaddr_storage ss;
+	union net_addr a;
 	socklen_t len;
 	int fd, one = 1, saved;
 
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)port);
-		len = sizeof(*sin);
-	} else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)port);
-		len = sizeof(*sin6);
-	} else {
+	if (!net_literal(addr, &a)) {
 		errno = EINVAL;
 		return -1;
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (a.sa.sa_family == AF_INET) {
+		a.in.sin_port = htons((uint16_t)port);
+		len = sizeof(a.in);
+	} else {
+		a.in6.sin6_port = htons((uint16_t)port);
+		len = sizeof(a.in6);
+	}
+	fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
 	if (net_tune(fd, NET_LISTENER, cfg, NULL) < 0)
 		goto fail;
 	/* "::" means IPv6 only here; bind 0.0.0.0 separately for IPv4. */
-	if (ss.ss_family == AF_INET6 &&
+	if (a.sa.sa_family == AF_INET6 &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
 		goto fail;
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, backlog) < 0)
+	if (bind(fd, &a.sa, len) < 0 || listen(fd, backlog) < 0)
 		goto fail;
 	return fd;
 fail:

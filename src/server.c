@@ -51,7 +51,7 @@ static void
 accepted(struct listener *l, int fd, const struct sockaddr *peer)
 {
 	struct server *srv = server_of(l);
-	union dns_addr addr;
+	union net_addr addr;
 
 	memset(&addr, 0, sizeof(addr));
 	memcpy(&addr, peer, peer->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)

@@ -76,7 +76,7 @@ struct client {
 	 * is answered and nothing further waits in in; NULL while idle.
 	 */
 	struct client_request *req;
-	union dns_addr peer;
+	union net_addr peer;
 	/*
 	 * Intercepted (--intercept): the CONNECT's host and port, where every
 	 * request inside goes, and their dispatch key; NULL for a plain client.
@@ -92,7 +92,7 @@ void client_list_free(struct client_list *list);
 
 /* Takes over an accepted socket. Returns NULL (and closes fd) on failure. */
 struct client *client_new(const struct proxy_env *env, struct client_list *list, int fd,
-                          const union dns_addr *peer);
+                          const union net_addr *peer);
 /* Closes at once, whatever is in flight (shutdown). */
 void client_close(struct client *c);
 /* Stopping: closes c if no request is in flight; otherwise it closes after its response. */

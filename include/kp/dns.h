@@ -13,19 +13,14 @@
 
 #include "kp/config.h"
 #include "kp/list.h"
+#include "kp/net.h"
 
 #define DNS_MAX_ADDRS 8
-
-union dns_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-};
 
 /* Addresses in the order to try them (getaddrinfo's RFC 6724 order). Port 0. */
 struct dns_addrs {
 	unsigned count;
-	union dns_addr addr[DNS_MAX_ADDRS];
+	union net_addr addr[DNS_MAX_ADDRS];
 };
 
 struct dns_query;

@@ -5,11 +5,25 @@
 #ifndef KP_NET_H
 #define KP_NET_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
 #include "kp/config.h"
+
+/* An IPv4 or IPv6 socket address, with room for either. */
+union net_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+/*
+ * host as an IPv4 or IPv6 literal ("10.0.0.5", "::1"), port 0: false for
+ * a name or anything else, with *a zeroed.
+ */
+bool net_literal(const char *host, union net_addr *a);
 
 enum net_role {
 	NET_LISTENER,   /* the proxy's listening socket */

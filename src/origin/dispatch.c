@@ -7,13 +7,13 @@
  */
 #include "kp/dispatch.h"
 
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kp/buf.h"
 #include "kp/evglue.h"
 #include "kp/log.h"
+#include "kp/net.h"
 #include "kp/parent.h"
 #include "kp/pool.h"
 #include "kp/stats.h"
@@ -617,18 +617,9 @@ start_connect(struct dispatch_host *h, struct dispatch_waiter *w, bool bound)
 static bool
 parent_may_reach(const struct dispatch *d, const struct dispatch_target *t)
 {
-	union {
-		struct sockaddr sa;
-		struct sockaddr_in in;
-		struct sockaddr_in6 in6;
-	} a;
+	union net_addr a;
 
-	memset(&a, 0, sizeof(a));
-	if (inet_pton(AF_INET, t->host, &a.in.sin_addr) == 1)
-		a.sa.sa_family = AF_INET;
-	else if (inet_pton(AF_INET6, t->host, &a.in6.sin6_addr) == 1)
-		a.sa.sa_family = AF_INET6;
-	else
+	if (!net_literal(t->host, &a))
 		return true;
 	return policy_dest_allowed(d->up_ctx.cfg, d->up_ctx.own->addr, d->up_ctx.own->count,
 	                           t->restricted, &a.sa);

@@ -1,6 +1,5 @@
 #include "kp/dns.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -66,7 +65,7 @@ resolve(struct dns_query *q)
 		return;
 	for (ai = res; ai && q->result.count < DNS_MAX_ADDRS; ai = ai->ai_next) {
 		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
-		    ai->ai_addrlen > sizeof(union dns_addr))
+		    ai->ai_addrlen > sizeof(union net_addr))
 			continue;
 		memcpy(&q->result.addr[q->result.count++], ai->ai_addr, ai->ai_addrlen);
 	}
@@ -242,14 +241,8 @@ dns_shutdown(void)
 static bool
 literal_address(const char *host, struct dns_addrs *out)
 {
-	memset(&out->addr[0], 0, sizeof(out->addr[0]));
-	if (inet_pton(AF_INET, host, &out->addr[0].in.sin_addr) == 1) {
-		out->addr[0].in.sin_family = AF_INET;
-	} else if (inet_pton(AF_INET6, host, &out->addr[0].in6.sin6_addr) == 1) {
-		out->addr[0].in6.sin6_family = AF_INET6;
-	} else {
+	if (!net_literal(host, &out->addr[0]))
 		return false;
-	}
 	out->count = 1;
 	return true;
 }

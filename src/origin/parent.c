@@ -1,6 +1,5 @@
 #include "kp/parent.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "kp/hostpattern.h"
+#include "kp/net.h"
 #include "kp/parent_wire.h"
 #include "kp/stats.h"
 
@@ -38,12 +38,6 @@ finish(struct parent *p, const char **why)
 		return false;
 	return true;
 }
-
-union parent_host_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-};
 
 static bool
 same_place(const struct parent_url *a, const struct parent_url *b)
@@ -159,22 +153,10 @@ parents_init(struct parents *ps, const struct kp_config *cfg, char *why, size_t 
 	return true;
 }
 
-/* host as an address, when it is one: false for a name. */
-static bool
-host_address(const char *host, union parent_host_addr *a)
-{
-	memset(a, 0, sizeof(*a));
-	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1)
-		a->sa.sa_family = AF_INET;
-	else if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1)
-		a->sa.sa_family = AF_INET6;
-	return a->sa.sa_family != 0;
-}
-
 struct parent *
 parents_route(struct parents *ps, const char *host)
 {
-	union parent_host_addr a;
+	union net_addr a;
 	bool address;
 
 	if (!ps || !ps->nrules)
@@ -182,7 +164,7 @@ parents_route(struct parents *ps, const char *host)
 	if (ps->last_host[0] && strcmp(ps->last_host, host) == 0)
 		return ps->last_route;
 	/* The host's address once, not once per rule: the rules were read at the start. */
-	address = host_address(host, &a);
+	address = net_literal(host, &a);
 	ps->last_route = ps->fallback;
 	for (unsigned i = 0; i < ps->nrules; i++) {
 		const struct parent_rule *r = &ps->rules[i];

@@ -185,7 +185,7 @@ upstream_usable(struct upstream *up)
 void
 upstream_order_addrs(struct dns_addrs *a)
 {
-	union dns_addr v6[DNS_MAX_ADDRS], v4[DNS_MAX_ADDRS];
+	union net_addr v6[DNS_MAX_ADDRS], v4[DNS_MAX_ADDRS];
 	unsigned n6 = 0, n4 = 0, i6 = 0, i4 = 0;
 
 	for (unsigned i = 0; i < a->count; i++) {
@@ -450,7 +450,7 @@ start_one(struct upstream *up, struct connect_attempt *a)
 
 	while (st->next_addr < st->addrs.count) {
 		unsigned i = st->next_addr++;
-		union dns_addr *sa = &st->addrs.addr[i];
+		union net_addr *sa = &st->addrs.addr[i];
 		socklen_t len = sa->sa.sa_family == AF_INET6 ? sizeof(sa->in6) : sizeof(sa->in);
 		char addr[64];
 

@@ -56,7 +56,7 @@ crig_teardown(void **state)
 struct client *
 crig_client(int *peer)
 {
-	union dns_addr from;
+	union net_addr from;
 	struct client *c;
 	int sv[2];
 

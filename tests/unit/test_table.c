@@ -66,10 +66,10 @@ add_find_remove_across_growth(void **state)
 	table_free(&t);
 }
 
-static union dns_addr
+static union net_addr
 addr(const char *text)
 {
-	union dns_addr a;
+	union net_addr a;
 
 	memset(&a, 0, sizeof(a));
 	if (inet_pton(AF_INET6, text, &a.in6.sin6_addr) == 1)
@@ -99,7 +99,7 @@ order_is(const char *const in[], const char *const want[], unsigned n)
 	if (a.count != n)
 		fail_msg("%u addresses became %u", n, a.count);
 	for (unsigned i = 0; i < n; i++) {
-		union dns_addr w = addr(want[i]);
+		union net_addr w = addr(want[i]);
 
 		if (a.addr[i].sa.sa_family != w.sa.sa_family ||
 		    (w.sa.sa_family == AF_INET6
