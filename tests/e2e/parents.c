@@ -1111,7 +1111,8 @@ squid_configure(const struct parent_proc *p, const char *conf, const char *helpe
 	 * log's line names the client's address:port (one per connection to
 	 * squid) and squid's own port towards the origin (one per connection
 	 * from it). shutdown_lifetime 0: it leaves on SIGTERM without waiting
-	 * for clients.
+	 * for clients. Requests for off-limits.test and its subdomains are denied
+	 * (403), as an office proxy's rules deny a site, before any DNS.
 	 */
 	n = snprintf(text, sizeof(text),
 	             "http_port 127.0.0.1:%d\n"
@@ -1127,6 +1128,8 @@ squid_configure(const struct parent_proc *p, const char *conf, const char *helpe
 	             "cache deny all\n"
 	             "cache_mem 1 MB\n"
 	             "shutdown_lifetime 0 seconds\n"
+	             "acl off_limits dstdomain .off-limits.test\n"
+	             "http_access deny off_limits\n"
 	             "%s"
 	             "%s"
 	             "http_access deny all\n",

@@ -203,6 +203,29 @@ get_through_tunnel(struct origin *og)
 	return status;
 }
 
+/*
+ * A client's CONNECT to a site the HTTP parent squid denies: 502, whose
+ * body says that parent refused it; how many times the parent logged it.
+ */
+static int
+connect_refused_by(struct parent_proc *squid)
+{
+	char label[64];
+	struct client c;
+	struct response r;
+
+	snprintf(label, sizeof(label), "http://127.0.0.1:%d", squid->port);
+	client_open(&c, px.port);
+	client_sendf(&c, "CONNECT www.off-limits.test:443 HTTP/1.1\r\nHost: www.off-limits.test:443\r\n\r\n");
+	assert_int_equal(client_read_response(&c, &r, 0), WIRE_OK);
+	assert_int_equal(r.head.status, 502);
+	if (!r.body.data || !strstr(r.body.data, "refused") || !strstr(r.body.data, label))
+		fail_msg("the parent's 403 to CONNECT: %s", r.body.data ? r.body.data : "(no body)");
+	response_free(&r);
+	client_close(&c);
+	return parent_wait_log_count(squid, "www.off-limits.test", 1, 5000);
+}
+
 /* Rule: a client's own CONNECT becomes a SOCKS session, or a CONNECT through an HTTP parent. */
 static void
 client_connect_goes_through_the_parent(void)
@@ -224,6 +247,8 @@ client_connect_goes_through_the_parent(void)
 	proxy_start(&px, (const char *[]){"--parent", http, "--connect-ports", "*", NULL});
 	assert_int_equal(get_through_tunnel(og), 200);
 	assert_int_equal(parent_wait_log_count(&squid, " CONNECT ", 1, 5000), 1);
+	/* The parent's own rules refuse the site: its 403 to CONNECT is a 502 naming it. */
+	assert_int_equal(connect_refused_by(&squid), 1);
 	proxy_stop(&px);
 	parent_stop(&squid);
 	assert_int_equal(origin_request_count(og), 2);
