@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "kp/chars.h"
+#include "kp/http_date.h"
 
 /* ---- reading field values ------------------------------------------------- */
 
@@ -427,60 +428,6 @@ ranges_same_requester(const struct http_head *a, const char *abase,
 
 /* ---- If-Range (RFC 9110 13.1.5) -------------------------------------------- */
 
-/* Two digits at p; -1 if they are not. */
-static int
-two_digits(const char *p)
-{
-	if (p[0] < '0' || p[0] > '9' || p[1] < '0' || p[1] > '9')
-		return -1;
-	return (p[0] - '0') * 10 + (p[1] - '0');
-}
-
-/* Days from 1970-01-01 to the given date of the proleptic Gregorian calendar. */
-static int64_t
-days_from_civil(int64_t y, int m, int d)
-{
-	int64_t era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-/*
- * An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT", RFC 9110 5.6.7) as
- * seconds since 1970; false for anything else. The obsolete forms a
- * recipient must also accept are refused here: a date that cannot be read
- * with certainty is no validator to stake a download's bytes on.
- */
-static bool
-imf_fixdate(const char *p, size_t n, int64_t *t)
-{
-	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-	int day, month = -1, hour, min, sec, y1, y2;
-
-	if (n != 29 || p[3] != ',' || p[4] != ' ' || p[7] != ' ' || p[11] != ' ' || p[16] != ' ' ||
-	    p[19] != ':' || p[22] != ':' || memcmp(p + 25, " GMT", 4) != 0)
-		return false;
-	for (int i = 0; i < 12; i++)
-		if (memcmp(p + 8, months + 3 * i, 3) == 0)
-			month = i + 1;
-	day = two_digits(p + 5);
-	y1 = two_digits(p + 12);
-	y2 = two_digits(p + 14);
-	hour = two_digits(p + 17);
-	min = two_digits(p + 20);
-	sec = two_digits(p + 23);
-	if (month < 0 || day < 1 || day > 31 || y1 < 0 || y2 < 0 || hour < 0 || hour > 23 ||
-	    min < 0 || min > 59 || sec < 0 || sec > 60)
-		return false;
-	*t = days_from_civil(y1 * 100 + y2, month, day) * 86400 + hour * 3600 + min * 60 + sec;
-	return true;
-}
-
 bool
 ranges_if_range(const struct http_head *resp, const char *base, struct http_span *validator)
 {
@@ -504,8 +451,8 @@ ranges_if_range(const struct http_head *resp, const char *base, struct http_span
 	 */
 	if (field_count(resp, base, "last-modified", &modified) != 1 ||
 	    field_count(resp, base, "date", &date) != 1 ||
-	    !imf_fixdate(base + modified.off, modified.len, &lm) ||
-	    !imf_fixdate(base + date.off, date.len, &now) || lm > now - 1)
+	    !http_date_fixdate(base + modified.off, modified.len, &lm) ||
+	    !http_date_fixdate(base + date.off, date.len, &now) || lm > now - 1)
 		return false;
 	*validator = modified;
 	return true;
