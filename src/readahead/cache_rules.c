@@ -234,9 +234,14 @@ lifetime_of(const struct http_head *resp, const char *rbase, const struct cache_
 		return cc->s_maxage;
 	if (cc->max_age >= 0)
 		return cc->max_age;
+	/*
+	 * An Expires that cannot be read ("0", say) is in the past (RFC 9111
+	 * 5.3); one further off than a delta-seconds may reach, as far as that.
+	 */
 	if ((got = date_field(resp, rbase, "expires", &expires)) != 0)
-		/* An Expires that cannot be read ("0", say) is in the past (RFC 9111 5.3). */
-		return got < 0 || expires <= date ? 0 : expires - date;
+		return got < 0 || expires <= date ? 0
+		       : expires - date < DELTA_MAX ? expires - date
+		                                    : DELTA_MAX;
 	if (!heuristic_status(resp->status) ||
 	    date_field(resp, rbase, "last-modified", &modified) != 1 || modified > date)
 		return -1;

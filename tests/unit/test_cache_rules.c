@@ -116,6 +116,8 @@ verdicts(void **state)
 		 60, 0, false},
 		{GET, OK DATE_T "Cache-Control: max-age=99999999999999999999\r\n", T, T, CACHE_SHAREABLE,
 		 2147483648LL, 0, false},
+		{GET, OK DATE_T "Expires: Sun Nov  6 09:48:37 9194\r\n", T, T, CACHE_SHAREABLE,
+		 2147483648LL, 0, false},
 		{GET, "HTTP/1.1 302 Found\r\n" DATE_T "Cache-Control: max-age=60\r\n", T, T,
 		 CACHE_SHAREABLE, 60, 0, false},
 		/* Guessed from Last-Modified: a tenth of its age, a day at most. */
