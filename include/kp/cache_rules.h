@@ -70,4 +70,14 @@ enum cache_verdict cache_judge(const struct http_head *req, const char *qbase,
 /* Is an answer with life, held since it arrived at response_time, still fresh at now? */
 bool cache_fresh(const struct cache_life *life, int64_t response_time, int64_t now);
 
+/*
+ * May that answer serve the request req (spans into qbase) at now? Only
+ * while fresh (nothing stale is served, whatever max-stale allows), and
+ * not when the request asks for the origin's word (no-cache, or Pragma:
+ * no-cache alone), for an answer younger than it is (max-age), or for one
+ * that stays fresh longer than it will (min-fresh).
+ */
+bool cache_serves(const struct http_head *req, const char *qbase, const struct cache_life *life,
+                  int64_t response_time, int64_t now);
+
 #endif

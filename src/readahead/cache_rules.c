@@ -325,10 +325,31 @@ cache_judge(const struct http_head *req, const char *qbase, const struct http_he
 	return life->lifetime > life->initial_age ? CACHE_SHAREABLE : CACHE_STALE;
 }
 
+/* RFC 9111 4.2.3: its age now. */
+static int64_t
+current_age(const struct cache_life *life, int64_t response_time, int64_t now)
+{
+	return life->initial_age + (now > response_time ? now - response_time : 0);
+}
+
 bool
 cache_fresh(const struct cache_life *life, int64_t response_time, int64_t now)
 {
-	int64_t resident = now > response_time ? now - response_time : 0;
+	return life->lifetime > current_age(life, response_time, now);
+}
 
-	return life->lifetime > life->initial_age + resident;
+bool
+cache_serves(const struct http_head *req, const char *qbase, const struct cache_life *life,
+             int64_t response_time, int64_t now)
+{
+	int64_t age = current_age(life, response_time, now);
+	struct cache_control cc;
+
+	cache_control_read(req, qbase, &cc);
+	/* A request's limits that cannot be read ask for the origin's own answer. */
+	if (life->lifetime <= age || cc.no_cache || cc.conflicting)
+		return false;
+	if (cc.max_age >= 0 && age > cc.max_age)
+		return false;
+	return cc.min_fresh < 0 || life->lifetime - age >= cc.min_fresh;
 }

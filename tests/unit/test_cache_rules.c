@@ -218,6 +218,43 @@ freshness_runs_out(void **state)
 	assert_true(cache_fresh(&life, T, T - 1000));
 }
 
+/* What the asker's own Cache-Control allows of a held answer 10 s old, fresh for 60. */
+static void
+requests_set_their_own_limits(void **state)
+{
+	static const struct {
+		const char *fields;
+		int64_t held;         /* seconds since it arrived */
+		bool serves;
+	} cases[] = {
+		{"", 0, true},
+		{"", 49, true},
+		{"", 50, false},
+		{"Cache-Control: max-stale=3600\r\n", 50, false},
+		{"Cache-Control: no-cache\r\n", 0, false},
+		{"Pragma: no-cache\r\n", 0, false},
+		{"Pragma: no-cache\r\nCache-Control: max-age=30\r\n", 0, true},
+		{"Cache-Control: max-age=30\r\n", 20, true},
+		{"Cache-Control: max-age=30\r\n", 21, false},
+		{"Cache-Control: max-age=0\r\n", 0, false},
+		{"Cache-Control: max-age=5, max-age=50\r\n", 0, false},
+		{"Cache-Control: min-fresh=40\r\n", 10, true},
+		{"Cache-Control: min-fresh=40\r\n", 11, false},
+		{"Cache-Control: no-store\r\n", 0, true},
+	};
+	const struct cache_life life = {.lifetime = 60, .initial_age = 10};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		struct parsed q;
+
+		parse(&q, HTTP_REQUEST, GET, cases[i].fields);
+		if (cache_serves(&q.head, q.text, &life, T, T + cases[i].held) != cases[i].serves)
+			fail_msg("case %zu (%s, held %lld s): expected %d", i, cases[i].fields,
+			         (long long)cases[i].held, cases[i].serves);
+	}
+}
+
 static void
 directives_of_a_request(void **state)
 {
@@ -259,6 +296,7 @@ main(void)
 		cmocka_unit_test(dates_in_every_form),
 		cmocka_unit_test(verdicts),
 		cmocka_unit_test(freshness_runs_out),
+		cmocka_unit_test(requests_set_their_own_limits),
 		cmocka_unit_test(directives_of_a_request),
 		cmocka_unit_test(verdicts_have_names),
 	};
