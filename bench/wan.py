@@ -93,7 +93,7 @@ DOWNLOADERS = set()   # downloader processes not yet collected
 # run, and its two parts.
 PARENTS = ("microsocks", "dante", "squid")
 PARENT_PLACES = ("origin", "client")
-PARENT_PARTS = ("chunks", "throttled")
+PARENT_PARTS = ("chunks", "throttled", "https")
 # Program and Debian package of every daemon the parent scenario starts.
 DAEMON_PROGRAMS = {"microsocks": ("microsocks", "microsocks"), "dante": ("danted", "dante-server"),
                    "squid": ("squid", "squid"), "privoxy": ("privoxy", "privoxy")}
@@ -211,10 +211,12 @@ def parse_args():
                    "across the path, as an office proxy)")
     p.add_argument("--parents", default=",".join(PARENTS),
                    help="parent: the parent proxies, comma-separated, from " + ",".join(PARENTS))
-    p.add_argument("--parent-parts", default=",".join(PARENT_PARTS),
+    p.add_argument("--parent-parts", default="chunks,throttled",
                    help="parent: what to measure, comma-separated: chunks (--chunks ranges of "
-                   "--chunk-size, each by a curl of its own) and throttled (the throttled "
-                   "scenario's object, --split through the parent)")
+                   "--chunk-size, each by a curl of its own), throttled (the throttled "
+                   "scenario's object, --split through the parent) and https (the chunks "
+                   "over HTTPS, keepalive-proxy intercepting, with and without the parent; "
+                   "not by default) (default: chunks,throttled)")
     p.add_argument("--parent-client", choices=("model", "curl"), default="model",
                    help="parent, chunks: the downloader of every row that speaks HTTP to "
                    "what it talks to (the model downloader, bench/wan_download.py, or a curl "
@@ -555,7 +557,8 @@ class Testbed:
         self.origin_early = None
         if "early-close" in self.scenarios or "overlap" in self.scenarios:
             self.origin_early = self._nginx(data_dir, f"{self.args.early_keepalive:g}s")
-        if "https" in self.scenarios:
+        if "https" in self.scenarios or ("parent" in self.scenarios and
+                                         "https" in self.args.parent_parts):
             # Port 443 in the origin's namespace: every proxy lets CONNECT go there.
             self.pki = kpbench.TestPKI(self.workdir, [ORG_ADDR],
                                        kpbench.find_binary(self.args.build_dir, "keepalive-proxy"))
@@ -1108,11 +1111,12 @@ class ParentRow:
     loopback (front: privoxy, squid, keepalive-proxy) that forwards to the
     parent, or to the origin when the row has no parent."""
 
-    def __init__(self, label, parent=None, front=None, kp_args=()):
+    def __init__(self, label, parent=None, front=None, kp_args=(), https=False):
         self.label = label
         self.parent = parent
         self.front = front
         self.kp_args = list(kp_args)
+        self.https = https   # keepalive-proxy intercepts the origin, reached over HTTPS
 
     @property
     def socks_straight(self):
@@ -1147,6 +1151,8 @@ class ParentRow:
                 extra = shlex.split(args.kp_args)
                 if run.parent_url:
                     extra += ["--parent", run.parent_url]
+                if self.https:
+                    extra += bed.pki.intercept_args([ORG_ADDR])
                 extra += self.kp_args
                 run.kp = kpbench.start_proxy("keepalive-proxy", bench.workdir, args.build_dir,
                                              host="127.0.0.1", netns=bed.ns_cli,
@@ -2081,6 +2087,8 @@ class Bench:
                 self.parent_chunks(bed, place, parents, "privoxy" not in missing)
             if "throttled" in args.parent_parts:
                 self.parent_throttled(bed, place, parents)
+            if "https" in args.parent_parts:
+                self.parent_chunks(bed, place, parents, False, https=True)
         if self.parent_targets:
             kpbench.print_table(
                 f"parent: targets, RTT {bed.rtt_ms:g} ms",
@@ -2088,18 +2096,31 @@ class Bench:
                  ("target", "target", None), ("measured", "measured", None),
                  ("met", "met", None)], self.parent_targets)
 
-    def parent_chunks(self, bed, place, parents, with_privoxy):
+    def parent_chunks(self, bed, place, parents, with_privoxy, https=False):
+        """The chunks part; with https, the same ranges over HTTPS with
+        keepalive-proxy intercepting the origin, its rows alone (no other
+        proxy here opens the TLS), with and without each parent."""
         args = self.args
         n = args.chunks
         rtt = bed.rtt_ms / 1e3
         ideal = self.ideal_chunk(rtt)
         limit = n * ideal
         kp = "keepalive-proxy"
-        rows = [ParentRow("direct (no proxy)"),
-                ParentRow("keepalive-proxy (no parent)", front=kp),
-                ParentRow("keepalive-proxy --read-ahead (no parent)", front=kp,
-                          kp_args=["--read-ahead"])]
-        for p in parents:
+        if https:
+            rows = [ParentRow("keepalive-proxy intercepting (no parent)", front=kp, https=True),
+                    ParentRow("keepalive-proxy intercepting --read-ahead (no parent)", front=kp,
+                              kp_args=["--read-ahead"], https=True)]
+            for p in parents:
+                rows += [ParentRow("keepalive-proxy intercepting --parent", parent=p, front=kp,
+                                   https=True),
+                         ParentRow("keepalive-proxy intercepting --parent --read-ahead", parent=p,
+                                   front=kp, kp_args=["--read-ahead"], https=True)]
+        else:
+            rows = [ParentRow("direct (no proxy)"),
+                    ParentRow("keepalive-proxy (no parent)", front=kp),
+                    ParentRow("keepalive-proxy --read-ahead (no parent)", front=kp,
+                              kp_args=["--read-ahead"])]
+        for p in parents if not https else ():
             rows.append(ParentRow("straight through the parent", parent=p))
             if with_privoxy:
                 rows.append(ParentRow("privoxy " + ("forward" if p == "squid"
@@ -2153,7 +2174,8 @@ class Bench:
             })
         spread = args.parent_repeats > 1
         kpbench.print_table(
-            f"parent beside the {place}: {n} x {args.chunk_size} B, each on a new client "
+            f"parent beside the {place}{', HTTPS intercepted' if https else ''}: "
+            f"{n} x {args.chunk_size} B, each on a new client "
             f"connection, RTT {bed.rtt_ms:g} ms, {bed.rate_mbit:g} Mbit/s; "
             f"L = {limit:.3f} s; " + (f"median of {args.parent_repeats} runs; " if spread else "")
             + "parent sessions: SOCKS sessions, or client connections to squid",
@@ -2167,9 +2189,9 @@ class Bench:
              ("parent sessions", "parent_sessions", None),
              ("parent cpu s", "parent_cpu_s", "{:.2f}"),
              ("late>1ms", "emulator_late_share", "{:.2%}")], table)
-        self.parent_chunk_targets(place, parents, table)
+        self.parent_chunk_targets(place, parents, table, "intercepting " if https else "")
 
-    def parent_chunk_targets(self, place, parents, table):
+    def parent_chunk_targets(self, place, parents, table, mode=""):
         def total(parent, label):
             return next((r["total_s"] for r in table
                          if r["parent"] == parent and r["proxy"] == label), None)
@@ -2179,12 +2201,12 @@ class Bench:
                                         "measured": measured,
                                         "met": "-" if met is None else "yes" if met else "NO"})
 
-        base = total("-", "keepalive-proxy (no parent)")
-        base_ra = total("-", "keepalive-proxy --read-ahead (no parent)")
+        base = total("-", f"keepalive-proxy {mode}(no parent)")
+        base_ra = total("-", f"keepalive-proxy {mode}--read-ahead (no parent)")
         for p in parents:
             for label, ref, what in (
-                    ("keepalive-proxy --parent", base, "without a parent"),
-                    ("keepalive-proxy --parent --read-ahead", base_ra,
+                    (f"keepalive-proxy {mode}--parent", base, "without a parent"),
+                    (f"keepalive-proxy {mode}--parent --read-ahead", base_ra,
                      "--read-ahead without a parent")):
                 mine = total(p, label)
                 if mine and ref:
@@ -2199,6 +2221,8 @@ class Bench:
                     mine <= 0.5 * privoxy)
 
     def parent_client(self, row):
+        if row.https:
+            return "model"   # the curl per chunk speaks plain HTTP only here
         return "curl" if self.args.parent_client == "curl" or row.socks_straight else "model"
 
     def parent_chunk_run(self, bed, place, row, rep, limit, ideal):
@@ -2217,7 +2241,8 @@ class Bench:
                 tag = tag_for("parent", row, bed.rtt_ms,
                               f"-{place}-{row.parent or 'none'}-{rep}"
                               + (f"-{attempt}" if attempt else ""))
-                mark = bed.origin.log_mark()
+                origin = bed.origin_tls if row.https else bed.origin
+                mark = origin.log_mark()
                 before = bed.delayline.snapshot()
                 if client == "curl":
                     outdir = self.workdir.join(f"chunks-{tag}")
@@ -2236,7 +2261,9 @@ class Bench:
                     proc = bed.download("chunks", "--path", f"/{FILE}?run={tag}",
                                         "--chunk-size", size, "--chunks", n,
                                         *(["--proxy", running.http_proxy]
-                                          if running.http_proxy else []))
+                                          if running.http_proxy else []),
+                                        *(["--tls", "--cafile", bed.pki.bundle]
+                                          if row.https else []), origin=origin)
                 result = collect(proc, timeout=n * 70 + 60)
                 self.busy_during()
                 after = bed.delayline.snapshot()
@@ -2249,7 +2276,7 @@ class Bench:
             self.env["discarded_late_shares"] = discarded
             if self.kept_time(f"{row.parent or '-'}, {row.label}", dl, attempt):
                 break
-        conns, requests = origin_connections(origin_log(bed.origin, mark), tag)
+        conns, requests = origin_connections(origin_log(origin, mark), tag)
         chunks = result["chunks"]
         for c in chunks:
             if client == "model" and "error" not in c:
@@ -2260,7 +2287,8 @@ class Bench:
         total = max(c["end"] for c in chunks) - min(c["start"] for c in chunks)
         t0 = min(c["start"] for c in chunks)
         values = {
-            "scenario": "parent", "part": "chunks", "place": place, "parent": row.parent,
+            "scenario": "parent", "part": "https" if row.https else "chunks", "place": place,
+            "parent": row.parent,
             "proxy": row.label, "client": client, "rep": rep, "rtt_ms": bed.rtt_ms,
             "rate_mbit": bed.rate_mbit, "chunk_count": n, "chunk_size": size, "total_s": total,
             "fetch_sum_s": sum(c.get("curl_s", 0) for c in chunks),
