@@ -181,6 +181,17 @@ http_parent_forwards_with_its_credentials(void)
 	if (!strstr(body, "wants a username and password"))
 		fail_msg("the 502 does not say the parent wants credentials: %s", body);
 	proxy_stop(&px);
+
+	/* A wrong password: the parent's 407 again, and the 502 says the credentials were refused. */
+	snprintf(bare, sizeof(bare), "http://kpuser:wrong@127.0.0.1:%d", par.port);
+	proxy_start(&px, (const char *[]){"--parent", bare, NULL});
+	fetch_from(px.port, NULL, "GET", url, NULL, &r);
+	assert_int_equal(r.head.status, 502);
+	snprintf(body, sizeof(body), "%s", r.body.data ? r.body.data : "");
+	response_free(&r);
+	if (!strstr(body, "rejected the username and password") || strstr(body, "wrong"))
+		fail_msg("the 502 for a wrong password: %s", body);
+	proxy_stop(&px);
 	assert_int_equal(origin_request_count(og), 5);
 }
 
@@ -226,6 +237,27 @@ connect_refused_by(struct parent_proc *squid)
 	return parent_wait_log_count(squid, "www.off-limits.test", 1, 5000);
 }
 
+/* A client's CONNECT to a port where nothing listens, through the HTTP parent squid: 502. */
+static void
+connect_unreachable_through(struct parent_proc *squid)
+{
+	char label[64];
+	struct client c;
+	struct response r;
+	int closed = free_port();
+
+	snprintf(label, sizeof(label), "http://127.0.0.1:%d", squid->port);
+	client_open(&c, px.port);
+	client_sendf(&c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", closed,
+	             closed);
+	assert_int_equal(client_read_response(&c, &r, 0), WIRE_OK);
+	assert_int_equal(r.head.status, 502);
+	if (!r.body.data || !strstr(r.body.data, "could not reach") || !strstr(r.body.data, label))
+		fail_msg("the parent's 503 to CONNECT: %s", r.body.data ? r.body.data : "(no body)");
+	response_free(&r);
+	client_close(&c);
+}
+
 /* Rule: a client's own CONNECT becomes a SOCKS session, or a CONNECT through an HTTP parent. */
 static void
 client_connect_goes_through_the_parent(void)
@@ -249,6 +281,8 @@ client_connect_goes_through_the_parent(void)
 	assert_int_equal(parent_wait_log_count(&squid, " CONNECT ", 1, 5000), 1);
 	/* The parent's own rules refuse the site: its 403 to CONNECT is a 502 naming it. */
 	assert_int_equal(connect_refused_by(&squid), 1);
+	/* It cannot reach the origin: its 503 is a 502 that says so. */
+	connect_unreachable_through(&squid);
 	proxy_stop(&px);
 	parent_stop(&squid);
 	assert_int_equal(origin_request_count(og), 2);
