@@ -215,45 +215,24 @@ get_through_tunnel(struct origin *og)
 }
 
 /*
- * A client's CONNECT to a site the HTTP parent squid denies: 502, whose
- * body says that parent refused it; how many times the parent logged it.
+ * A client's CONNECT to authority through the HTTP parent squid, which
+ * cannot give it: the client's 502 must name the parent and say why (says).
  */
-static int
-connect_refused_by(struct parent_proc *squid)
-{
-	char label[64];
-	struct client c;
-	struct response r;
-
-	snprintf(label, sizeof(label), "http://127.0.0.1:%d", squid->port);
-	client_open(&c, px.port);
-	client_sendf(&c, "CONNECT www.off-limits.test:443 HTTP/1.1\r\nHost: www.off-limits.test:443\r\n\r\n");
-	assert_int_equal(client_read_response(&c, &r, 0), WIRE_OK);
-	assert_int_equal(r.head.status, 502);
-	if (!r.body.data || !strstr(r.body.data, "refused") || !strstr(r.body.data, label))
-		fail_msg("the parent's 403 to CONNECT: %s", r.body.data ? r.body.data : "(no body)");
-	response_free(&r);
-	client_close(&c);
-	return parent_wait_log_count(squid, "www.off-limits.test", 1, 5000);
-}
-
-/* A client's CONNECT to a port where nothing listens, through the HTTP parent squid: 502. */
 static void
-connect_unreachable_through(struct parent_proc *squid)
+connect_fails_through(struct parent_proc *squid, const char *authority, const char *says)
 {
 	char label[64];
 	struct client c;
 	struct response r;
-	int closed = free_port();
 
 	snprintf(label, sizeof(label), "http://127.0.0.1:%d", squid->port);
 	client_open(&c, px.port);
-	client_sendf(&c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", closed,
-	             closed);
+	client_sendf(&c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority);
 	assert_int_equal(client_read_response(&c, &r, 0), WIRE_OK);
 	assert_int_equal(r.head.status, 502);
-	if (!r.body.data || !strstr(r.body.data, "could not reach") || !strstr(r.body.data, label))
-		fail_msg("the parent's 503 to CONNECT: %s", r.body.data ? r.body.data : "(no body)");
+	if (!r.body.data || !strstr(r.body.data, says) || !strstr(r.body.data, label))
+		fail_msg("CONNECT %s through the parent: %s", authority,
+		         r.body.data ? r.body.data : "(no body)");
 	response_free(&r);
 	client_close(&c);
 }
@@ -264,7 +243,7 @@ client_connect_goes_through_the_parent(void)
 {
 	static struct parent_proc squid;
 	struct origin *og = origin_start(origin_handle_ok, NULL);
-	char http[128];
+	char http[128], closed[32];
 
 	if (!parent_start_microsocks(&par, NULL, NULL))
 		parent_skip(&par);
@@ -280,9 +259,11 @@ client_connect_goes_through_the_parent(void)
 	assert_int_equal(get_through_tunnel(og), 200);
 	assert_int_equal(parent_wait_log_count(&squid, " CONNECT ", 1, 5000), 1);
 	/* The parent's own rules refuse the site: its 403 to CONNECT is a 502 naming it. */
-	assert_int_equal(connect_refused_by(&squid), 1);
+	connect_fails_through(&squid, "www.off-limits.test:443", "refused");
+	assert_int_equal(parent_wait_log_count(&squid, "www.off-limits.test", 1, 5000), 1);
 	/* It cannot reach the origin: its 503 is a 502 that says so. */
-	connect_unreachable_through(&squid);
+	snprintf(closed, sizeof(closed), "127.0.0.1:%d", free_port());
+	connect_fails_through(&squid, closed, "could not reach");
 	proxy_stop(&px);
 	parent_stop(&squid);
 	assert_int_equal(origin_request_count(og), 2);

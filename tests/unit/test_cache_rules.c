@@ -15,29 +15,13 @@
 #include "kp/cache_rules.h"
 #include "kp/http_date.h"
 
+#include "parsed_head.h"
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Sun, 06 Nov 1994 08:49:37 GMT, the RFC's own example date. */
 #define T 784111777LL
 #define DATE_T "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
-
-struct parsed {
-	struct http_parser parser;
-	struct http_head head;
-	char text[2048];
-};
-
-static void
-parse(struct parsed *ps, llhttp_type_t type, const char *start, const char *fields)
-{
-	int n = snprintf(ps->text, sizeof(ps->text), "%s%s\r\n", start, fields);
-
-	assert_true(n > 0 && (size_t)n < sizeof(ps->text));
-	http_parser_init(&ps->parser, type, sizeof(ps->text), 1024);
-	http_parser_start(&ps->parser, &ps->head);
-	if (http_parse_head(&ps->parser, ps->text, (size_t)n) != HTTP_PARSE_DONE)
-		fail_msg("head not parsed (%s):\n%s", http_parser_error_text(&ps->parser), ps->text);
-}
 
 /* ---- HTTP-dates ------------------------------------------------------------- */
 

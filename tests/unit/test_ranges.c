@@ -16,6 +16,8 @@
 
 #include "kp/ranges.h"
 
+#include "parsed_head.h"
+
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #define MAX UINT64_MAX
@@ -23,26 +25,6 @@
 #define GET_LINE "GET http://example.com/video.mp4 HTTP/1.1\r\nHost: example.com\r\n"
 #define R206 "HTTP/1.1 206 Partial Content\r\n"
 #define R200 "HTTP/1.1 200 OK\r\n"
-
-struct parsed {
-	struct http_parser parser;
-	struct http_head head;
-	char text[2048];
-};
-
-/* Parses start (the start line and any fields) followed by fields and the empty line. */
-static void
-parse(struct parsed *ps, llhttp_type_t type, const char *start, const char *fields)
-{
-	int n = snprintf(ps->text, sizeof(ps->text), "%s%s\r\n", start, fields);
-
-	assert_true(n > 0 && (size_t)n < sizeof(ps->text));
-	http_parser_init(&ps->parser, type, sizeof(ps->text), 1024);
-	http_parser_start(&ps->parser, &ps->head);
-	if (http_parse_head(&ps->parser, ps->text, (size_t)n) != HTTP_PARSE_DONE)
-		fail_msg("head not parsed (%s):\n%s", http_parser_error_text(&ps->parser),
-		         ps->text);
-}
 
 static void
 parse_request(struct parsed *ps, const char *fields)
