@@ -39,6 +39,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -56,19 +57,21 @@ ORG_ADDR = "10.77.0.2"
 FILE = "file.bin"
 LONG_FILE = "long.bin"
 LONGFAT_FILE = "longfat.bin"
+SHARE_FILE = "share.bin"   # the share scenario's file, --share-size bytes
 MTU = 1500
 # IPv4 and TCP headers with the timestamp option: a full segment carries
 # 1448 payload bytes in 1500 on the wire.
 HEADER_BYTES = 52
 SCENARIOS = ("back-to-back", "hls", "paced", "early-close", "parallel", "overlap", "long-fat",
-             "https", "throttled", "lossy", "resets", "hls-ytdlp", "parent")
+             "https", "throttled", "lossy", "resets", "hls-ytdlp", "parent", "share")
 # Real clients against the bench's own origin: run only when named, since
 # they need more installed and take long (a throttled direct download of
 # 32 MiB alone is half a minute per client).
 CLIENT_SCENARIOS = ("throttled", "lossy", "resets", "hls-ytdlp")
-# Scenarios that run only when named: the client scenarios, and parent,
-# which needs the parent proxies' packages.
-NAMED_ONLY = CLIENT_SCENARIOS + ("parent",)
+# Scenarios that run only when named: the client scenarios, parent,
+# which needs the parent proxies' packages, and share, a baseline kept for
+# a feature to come rather than a number the proxy is held to today.
+NAMED_ONLY = CLIENT_SCENARIOS + ("parent", "share")
 # Scenarios with a testbed of their own (their RTT, rate and loss are theirs).
 OWN_BED = ("overlap", "long-fat", "lossy")
 ORIGIN_PROGRAM = os.path.join(BENCH_DIR, "wan_origin.py")
@@ -106,6 +109,24 @@ PRIVOXY_SOCKS = {"microsocks": "forward-socks5", "dante": "forward-socks5t"}
 # TCP connect (to the proxy where there is one), to the first byte, in all.
 CURL_WRITE_OUT = "%{http_code} %{size_download} %{time_connect} %{time_starttransfer} " \
                  "%{time_total}\\n"
+# The share scenario's two parts: several clients after the same file a
+# moment apart, and a media player's probe (the first two bytes) and whole
+# GET at once.
+SHARE_PARTS = ("clients", "probe-and-play")
+# The share scenario's squid: a forward proxy that caches, in memory only
+# (no cache_dir), with room for the whole file, and squid's defaults
+# otherwise: collapsed_forwarding off, so requests that arrive before the
+# first answer's head each go to the origin, and range_offset_limit 0, so a
+# Range request is passed on as it is and its 206 not stored. These lines
+# replace start_squid's "cache deny all" and "cache_mem 0 MB". With no
+# cache_dir, maximum_object_size (4 MB) does not keep squid 5 from storing
+# a 32 MiB object in memory. A request that comes after the head, while
+# the body is still arriving, squid 5.7 serves from that one fetch as it
+# arrives, and logs it TCP_MISS with no server address ("-:-"); one after
+# the fetch is complete, TCP_MEM_HIT, or TCP_REFRESH_UNMODIFIED (a 304
+# from the origin) when its heuristic (no refresh_pattern: 20% of the
+# time since Last-Modified) finds the copy stale.
+SQUID_CACHE_LINES = ("cache_mem 256 MB", "maximum_object_size_in_memory 64 MB")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -228,6 +249,18 @@ def parse_args():
     p.add_argument("--parent-repeats", type=int, default=1,
                    help="parent: runs of each chunks row, the rows taking turns; tables show "
                    "the median")
+    p.add_argument("--share-clients", type=int, default=4,
+                   help="share, clients: curls after the same file, each a plain GET")
+    p.add_argument("--share-size", type=size_arg, default=32 << 20,
+                   help="share: bytes of the file, or with K, M, G (default 32M)")
+    p.add_argument("--share-gap", type=float, default=0.3,
+                   help="share, clients: seconds from one client's start to the next's")
+    p.add_argument("--share-parts", default=",".join(SHARE_PARTS),
+                   help="share: what to measure, comma-separated: clients (--share-clients "
+                   "curls, --share-gap apart) and probe-and-play (a curl asking for bytes 0-1 "
+                   "and one asking for the whole file, at the same moment)")
+    p.add_argument("--share-repeats", type=int, default=1,
+                   help="share: runs of each row and part, the rows taking turns")
     p.add_argument("--proxies", help="built-in proxies to run, comma-separated, from "
                    + ",".join(kpbench.PROXY_RECIPES) + " (default: all installed; quick: "
                    "keepalive-proxy)")
@@ -288,7 +321,7 @@ def parse_args():
             p.error(f"unknown clients {unknown}; known: {', '.join(wan_clients.CLIENTS)}")
         setattr(args, name, wanted)
     for name, known in (("parent_place", PARENT_PLACES), ("parents", PARENTS),
-                        ("parent_parts", PARENT_PARTS)):
+                        ("parent_parts", PARENT_PARTS), ("share_parts", SHARE_PARTS)):
         wanted = [x.strip() for x in getattr(args, name).split(",") if x.strip()]
         unknown = [x for x in wanted if x not in known]
         if unknown or not wanted:
@@ -296,6 +329,11 @@ def parse_args():
         setattr(args, name, wanted)
     if args.parent_repeats < 1:
         p.error("--parent-repeats must be at least 1")
+    if args.share_clients < 1 or args.share_repeats < 1:
+        p.error("--share-clients and --share-repeats must be at least 1")
+    if args.share_size < 2 or args.share_gap < 0:
+        # The probe asks for bytes 0-1.
+        p.error("--share-size must be at least 2 and --share-gap not negative")
     if len(args.proxy_cmd) > len(args.proxy):
         p.error("each --proxy-cmd needs a --proxy HOST:PORT to go with it")
     defaults = {"chunks": (64, 16), "paced_chunks": (12, 4), "early_chunks": (20, 5),
@@ -571,6 +609,7 @@ class Testbed:
         origin = kpbench.Nginx(self.workdir, listen=ORG_ADDR, netns=self.ns_org,
                                keepalive_timeout=keepalive_timeout, port=port, tls=tls,
                                types=HLS_TYPES)
+        log_body_bytes(origin)
         # Hard links: every origin serves the same files without copies.
         for parent, dirs, files in os.walk(data_dir):
             into = os.path.join(origin.root, os.path.relpath(parent, data_dir))
@@ -810,14 +849,56 @@ def write_tagged_playlist(root, tag, count, seconds=HLS_SEGMENT_SECONDS):
     return name
 
 
+def log_body_bytes(origin):
+    """Adds $body_bytes_sent to the end of a kpbench.Nginx's access log
+    format, before it starts: $bytes_sent, already there, counts the heads
+    too, and what an origin pays for a file is its body bytes. At the end,
+    where parsers that split the line's first fields off (origin_log,
+    bench/clients.py, kpbench's connections_since) do not see it. A format
+    not as expected is left alone; origin_transfers then has no body
+    bytes to give."""
+    with open(origin.conf) as f:
+        conf = f.read()
+    old = '$bytes_sent "$request"\';'
+    if old in conf:
+        with open(origin.conf, "w") as f:
+            f.write(conf.replace(old, '$bytes_sent "$request" $body_bytes_sent\';'))
+
+
+def split_request(field):
+    """The quoted request and the body bytes after it, if logged."""
+    if field.endswith('"'):
+        return field, None
+    request, _, body = field.rpartition(" ")
+    return request, int(body) if body.isdigit() else None
+
+
 def origin_log(origin, mark):
     """Access log lines since mark: (connection serial, status, request)."""
     entries = []
     for line in origin.log_lines_since(mark):
         parts = line.split(" ", 4)
         if len(parts) == 5:
-            entries.append((parts[0], parts[2], parts[4]))
+            entries.append((parts[0], parts[2], split_request(parts[4])[0]))
     return entries
+
+
+def origin_transfers(origin, mark, tag):
+    """The requests since mark whose target carries ?run=tag, each with its
+    connection, status, bytes sent (head and body) and body bytes sent
+    (None where the log does not have them)."""
+    out = []
+    for line in origin.log_lines_since(mark):
+        parts = line.split(" ", 4)
+        if len(parts) != 5:
+            continue
+        request, body = split_request(parts[4])
+        if f"run={tag} " not in request and f"run={tag}\"" not in request:
+            continue
+        out.append({"conn": parts[0], "status": parts[2],
+                    "bytes_sent": int(parts[3]) if parts[3].isdigit() else None,
+                    "body_bytes": body, "request": request.strip('"')})
+    return out
 
 
 def origin_connections(entries, tag):
@@ -991,7 +1072,7 @@ socks block {{ from: 0.0.0.0/0 to: 0.0.0.0/0 log: connect error }}
     return Daemon("dante", workdir, netns, host, configure)
 
 
-def start_squid(workdir, netns, host, peer=None, extra=()):
+def start_squid(workdir, netns, host, peer=None, extra=(), cache_lines=None):
     """squid as it forwards, caching nothing (the README's squid row), with
     a service name of its own (-n) so that its shared memory cannot meet
     another squid's, an access log that names each client connection and
@@ -999,7 +1080,9 @@ def start_squid(workdir, netns, host, peer=None, extra=()):
     sent to that parent squid and none direct; extra: further lines of
     configuration. Each has a host name of its
     own (visible_hostname), or the parent would take the child's Via for a
-    forwarding loop of its own and answer 403."""
+    forwarding loop of its own and answer 403. cache_lines: a squid that
+    caches (the share scenario's), with these lines in place of "cache deny
+    all" and "cache_mem 0 MB"."""
     program = daemon_program("squid")
     user = "proxy" if _has_user("proxy") else "nobody"
 
@@ -1011,6 +1094,8 @@ def start_squid(workdir, netns, host, peer=None, extra=()):
             peer_lines = (f"cache_peer {peer_host} parent {peer_port} 0 no-query no-digest "
                           f"default\nnever_direct allow all\n")
         conf = d.file("squid.conf")
+        caching = ("cache deny all\ncache_mem 0 MB" if cache_lines is None
+                   else "\n".join(cache_lines))
         with open(conf, "w") as f:
             f.write(f"""http_port {host}:{port}
 workers 1
@@ -1022,8 +1107,7 @@ buffered_logs off
 cache_store_log none
 netdb_filename none
 coredump_dir {d.dir}
-cache deny all
-cache_mem 0 MB
+{caching}
 memory_cache_shared off
 acl benchnet src 127.0.0.0/8 10.77.0.0/16
 http_access allow benchnet
@@ -1218,6 +1302,21 @@ def parent_url(daemon):
     return f"{'http' if daemon.kind == 'squid' else 'socks5h'}://{daemon.address}"
 
 
+def run_curl(argv, env):
+    """One curl run to its end, what its -w CURL_WRITE_OUT said read back:
+    exit, status, bytes, connect_s, head_s, curl_s, and error when it failed."""
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env)
+    c = {"exit": done.returncode}
+    fields = done.stdout.split()
+    if len(fields) == 5:
+        c.update(status=int(fields[0]), bytes=int(float(fields[1])), connect_s=float(fields[2]),
+                 head_s=float(fields[3]), curl_s=float(fields[4]))
+    if done.returncode:
+        c["error"] = f"curl exit {done.returncode}: {done.stderr.strip()[:200]}"
+    return c
+
+
 def curl_chunks(spec):
     """Run inside the client's namespace (wan.py --curl-chunks SPEC): the
     ranges one after another, each by a curl of its own, so each on a new
@@ -1236,20 +1335,11 @@ def curl_chunks(spec):
                 "-r", f"{first}-{first + size - 1}", "-w", CURL_WRITE_OUT,
                 *spec["proxy_args"], spec["url"]]
         start = time.monotonic()
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env)
-        c = {"index": i, "worker": 0, "due": start, "start": start, "end": time.monotonic(),
-             "exit": done.returncode}
-        fields = done.stdout.split()
-        if len(fields) == 5:
-            c.update(status=int(fields[0]), bytes=int(float(fields[1])),
-                     connect_s=float(fields[2]), head_s=float(fields[3]),
-                     curl_s=float(fields[4]))
-        if done.returncode:
-            c["error"] = f"curl exit {done.returncode}: {done.stderr.strip()[:200]}"
-        elif c.get("status") != 206:
+        c = {"index": i, "worker": 0, "due": start, "start": start, **run_curl(argv, env),
+             "end": time.monotonic()}
+        if "error" not in c and c.get("status") != 206:
             c["error"] = f"status {c.get('status')}, expected 206"
-        elif c.get("bytes") != size:
+        elif "error" not in c and c.get("bytes") != size:
             c["error"] = f"{c.get('bytes')} bytes, expected {size}"
         chunks.append(c)
     with open(spec["expect"], "rb") as f:
@@ -1267,6 +1357,64 @@ def curl_chunks(spec):
             if os.path.exists(out):
                 os.unlink(out)
     print(json.dumps({"chunks": chunks, "curl_startup_s": startup}))
+    return 0
+
+
+def share_fetch(spec):
+    """Run inside the client's namespace (wan.py --share-fetch SPEC): a
+    curl per client, each started at its offset (seconds) from a common
+    start, all at once on connections of their own; then every client's
+    bytes checked: a whole GET by size and SHA-256 against the file, a
+    range by comparing it with the file's bytes there. Prints one JSON
+    object (CLOCK_MONOTONIC times, as wan_download.py's)."""
+    env = wan_clients.client_env()
+    # Once before the clock starts, so that no client pays for loading curl.
+    subprocess.run([spec["curl"], "--version"], stdout=subprocess.DEVNULL, env=env)
+    base = time.monotonic() + 0.2
+    clients = [dict(c, index=i) for i, c in enumerate(spec["clients"])]
+
+    def fetch(c):
+        out = os.path.join(spec["dir"], f"client-{c['index']}")
+        argv = [spec["curl"], "-q", "-sS", "--max-time", str(spec["max_time"]), "-o", out,
+                "-w", CURL_WRITE_OUT, *(["-r", c["range"]] if c["range"] else []),
+                *spec["proxy_args"], spec["url"]]
+        time.sleep(max(0.0, base + c["offset"] - time.monotonic()))
+        c["start"] = time.monotonic()
+        c.update(run_curl(argv, env))
+        c["end"] = time.monotonic()
+        c["out"] = out
+
+    threads = [threading.Thread(target=fetch, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for c in clients:
+        out = c.pop("out")
+        exists = os.path.exists(out)
+        c["bytes"] = os.path.getsize(out) if exists else None
+        if exists and not c["range"]:
+            c["sha256"] = wan_clients.sha256_file(out)
+        if "error" in c:
+            pass
+        elif c["range"]:
+            first, last = (int(x) for x in c["range"].split("-"))
+            with open(spec["expect"], "rb") as f:
+                f.seek(first)
+                want = f.read(last - first + 1)
+            with open(out, "rb") as g:
+                got = g.read(len(want) + 1)
+            if c.get("status") != 206:
+                c["error"] = f"status {c.get('status')}, expected 206"
+            elif got != want:
+                c["error"] = f"{len(got)} bytes, not the file's bytes {c['range']}"
+        elif c.get("status") != 200:
+            c["error"] = f"status {c.get('status')}, expected 200"
+        elif c["bytes"] != spec["size"] or c["sha256"] != spec["sha256"]:
+            c["error"] = f"{c['bytes']} bytes, not the file (size or SHA-256 differ)"
+        if exists and not spec["keep"]:
+            os.unlink(out)
+    print(json.dumps({"clients": clients}))
     return 0
 
 
@@ -1310,6 +1458,7 @@ class Bench:
         self.clients = {}  # wan_clients.Client by name, made in main()
         self.object_sha = None   # SHA-256 of OBJECT, as the origins generate it
         self.hls_sha = None      # of the hls segments, concatenated
+        self.share_sha = None    # of SHARE_FILE
         self.downloads = 0
 
     def ideal_chunk(self, rtt_s):
@@ -2439,6 +2588,197 @@ class Bench:
             r["logs"] = daemon_logs(running)
         return r
 
+    # ------------------------------------------------------------------
+    # Several clients after the same bytes.
+
+    def share(self, bed):
+        """What the origin pays when several clients ask for the same bytes
+        at about the same time: the baseline for a proxy that would share
+        one origin fetch between them. clients: --share-clients curls,
+        --share-gap apart, each a plain GET of the same file on a
+        connection of its own; probe-and-play: a media player's probe
+        (Range: bytes=0-1) and its whole GET at the same moment. Direct,
+        through keepalive-proxy with and without --read-ahead, and through
+        a squid that caches (SQUID_CACHE_LINES), which may serve a later
+        client from what it stored for an earlier one: its access log's
+        codes (TCP_MISS, TCP_HIT, TCP_MEM_HIT) say so. Every run gets a
+        tag of its own, so the origin's log counts its requests and their
+        body bytes alone; every client's bytes are checked."""
+        args = self.args
+        self.curl = shutil.which("curl") or shutil.which("curl", path="/usr/bin:/bin")
+        if not self.curl:
+            print("  share: curl is not installed (Debian: apt-get install curl); skipped",
+                  flush=True)
+            return
+        kp = "keepalive-proxy"
+        rows = paired(args, [Row("direct", "direct"), Row(kp, "builtin", kp),
+                             Row(f"{kp} --read-ahead", "builtin", kp, extra=["--read-ahead"])])
+        if daemon_program("squid"):
+            rows.append(Row("squid (caching)", "squid-cache", "squid"))
+        else:
+            print("  share: squid is not installed (Debian: apt-get install squid); its row is "
+                  "skipped", flush=True)
+        runs, failed = [], set()
+        for rep in range(args.share_repeats):
+            for part in args.share_parts:
+                for row in rows:
+                    if row.label in failed:
+                        continue
+                    try:
+                        values = self.share_run(bed, row, part, rep)
+                    except kpbench.ProxyStartError as e:
+                        skipped(row.label, e)
+                        failed.add(row.label)
+                        continue
+                    runs.append(values)
+                    print(f"  {row.label}, {part}, run {rep + 1}: origin "
+                          f"{values['origin_requests']} requests, "
+                          f"{values['files_worth'] or 0:.2f} files' worth, "
+                          f"{values['total_s']:.2f} s, exact {values['exact']}"
+                          + (f", squid {values['squid_codes_summary']}"
+                             if values.get("squid_codes_summary") else ""), flush=True)
+        order = {row.label: i for i, row in enumerate(rows)}
+        runs.sort(key=lambda v: (SHARE_PARTS.index(v["part"]), order[v["proxy"]], v["rep"]))
+        kpbench.print_table(
+            f"share: one file of {args.share_size} B; clients: {args.share_clients} curls "
+            f"{args.share_gap:g} s apart, each a plain GET; probe-and-play: a probe (bytes 0-1) "
+            f"and a whole GET at the same moment; each client on a connection of its own, "
+            f"RTT {bed.rtt_ms:g} ms, {bed.rate_mbit:g} Mbit/s. Origin bytes: nginx's "
+            f"$body_bytes_sent for the run's requests; files' worth = origin bytes / file size. "
+            f"squid caches in memory ({', '.join(SQUID_CACHE_LINES)}; collapsed_forwarding off, "
+            f"its default)",
+            [("row", "proxy", None), ("part", "part", None), ("run", "run", None),
+             ("origin reqs", "origin_requests", None),
+             ("origin conns", "origin_connections", None),
+             ("statuses", "origin_statuses", None),
+             ("origin bytes", "origin_body_bytes", None),
+             ("files' worth", "files_worth", "{:.2f}"), ("total s", "total_s", "{:.2f}"),
+             ("client s", "client_s_text", None), ("exact", "exact", None),
+             ("squid codes", "squid_codes_summary", None),
+             ("late>1ms", "emulator_late_share", "{:.2%}")], runs)
+
+    def share_proxy(self, bed, row):
+        """The row's proxy, started for one run (None: direct)."""
+        if row.kind == "squid-cache":
+            return start_squid(self.workdir, bed.ns_cli, "127.0.0.1",
+                               cache_lines=SQUID_CACHE_LINES)
+        return row.start(bed, self.args, self.workdir)
+
+    def share_run(self, bed, row, part, rep):
+        """One run of a row and part: its proxy up (a fresh one, with an
+        empty cache), the clients (share_fetch, in the client's
+        namespace), the proxy down; again if the emulator fell behind.
+        Writes the JSON row and returns it."""
+        args = self.args
+        size = args.share_size
+        if part == "clients":
+            clients = [{"name": f"client {i + 1}", "offset": i * args.share_gap, "range": None}
+                       for i in range(args.share_clients)]
+        else:
+            clients = [{"name": "probe", "offset": 0.0, "range": "0-1"},
+                       {"name": "player", "offset": 0.0, "range": None}]
+        discarded = []
+        for attempt in range(args.retries + 1):
+            self.quiet()
+            proxy = self.share_proxy(bed, row)
+            counters = None
+            kp_log = proxy.process.log_path if row.kind == "builtin" else None
+            try:
+                tag = tag_for("share", row, bed.rtt_ms,
+                              f"-{part}-{rep}" + (f"-{attempt}" if attempt else ""))
+                url = bed.origin.url(SHARE_FILE) + f"?run={tag}"
+                curl_args = (["--proxy", f"http://{proxy.address}"] if proxy
+                             else ["--noproxy", "*"])
+                outdir = self.workdir.join(f"share-{tag}")
+                os.makedirs(outdir, exist_ok=True)
+                spec = {"curl": self.curl, "url": url, "proxy_args": curl_args, "dir": outdir,
+                        "max_time": args.client_timeout, "clients": clients,
+                        "expect": os.path.join(bed.origin.root, SHARE_FILE), "size": size,
+                        "sha256": self.share_sha, "keep": args.keep_workdir}
+                mark = bed.origin.log_mark()
+                before = bed.delayline.snapshot()
+                proc = subprocess.Popen(
+                    kpbench.netns_argv(bed.ns_cli, [sys.executable, os.path.realpath(__file__),
+                                                    "--share-fetch", json.dumps(spec)]),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                DOWNLOADERS.add(proc)
+                result = collect(proc, timeout=args.client_timeout + 60)
+                self.busy_during()
+                after = bed.delayline.snapshot()
+                if proxy and row.name == "keepalive-proxy":
+                    counters = kpbench.keepalive_counters(proxy)
+            finally:
+                if proxy:
+                    proxy.stop()
+            if not args.keep_workdir and os.path.isdir(outdir) and not os.listdir(outdir):
+                os.rmdir(outdir)
+            dl = delayline_delta(before, after)
+            self.env["discarded_late_shares"] = discarded
+            if self.kept_time(f"{row.label}, {part}", dl, attempt):
+                break
+        # A request the proxy's stop cut short is logged once nginx sees
+        # the connection gone: a few round trips.
+        time.sleep(max(0.3, 4 * bed.rtt_ms / 1e3))
+        transfers = origin_transfers(bed.origin, mark, tag)
+        bodies = [t["body_bytes"] for t in transfers]
+        body = sum(bodies) if None not in bodies else None
+        done = result["clients"]
+        t0 = min(c["start"] for c in done)
+        ok = [c for c in done if "error" not in c]
+        values = {
+            "scenario": "share", "part": part, "proxy": row.label, **row.about,
+            "kp_args": row.extra if row.name == "keepalive-proxy" else None,
+            "rep": rep, "run": rep + 1, "rtt_ms": bed.rtt_ms, "rate_mbit": bed.rate_mbit,
+            "file_bytes": size, "file_sha256": self.share_sha, "client_count": len(done),
+            "gap_s": args.share_gap if part == "clients" else 0.0, "url": url,
+            "curl_args": curl_args,
+            "origin_requests": len(transfers),
+            "origin_connections": len({t["conn"] for t in transfers}),
+            "origin_statuses": ",".join(t["status"] for t in transfers) or "-",
+            "origin_body_bytes": body,
+            "origin_bytes_sent": sum(t["bytes_sent"] or 0 for t in transfers),
+            "files_worth": round(body / size, 2) if body is not None else None,
+            "origin_transfers": transfers,
+            "total_s": max(c["end"] for c in done) - t0,
+            "client_s": [c.get("curl_s") for c in done],
+            "client_s_text": " ".join("-" if c.get("curl_s") is None else f"{c['curl_s']:.2f}"
+                                      for c in done),
+            "exact": f"{len(ok)}/{len(done)}", "errors": len(done) - len(ok),
+            "error_list": [f"{c['name']}: {c['error']}" for c in done if "error" in c],
+            "clients": [{"name": c["name"], "range": c["range"],
+                         "start_ms": round(ms(c["start"] - t0), 3),
+                         "process_ms": round(ms(c["end"] - c["start"]), 3),
+                         "ms": round(ms(c["curl_s"]), 3) if "curl_s" in c else None,
+                         "head_ms": round(ms(c["head_s"]), 3) if "head_s" in c else None,
+                         "connect_ms": round(ms(c["connect_s"]), 3) if "connect_s" in c else None,
+                         "status": c.get("status"), "bytes": c.get("bytes"),
+                         "sha256": c.get("sha256"), "error": c.get("error")} for c in done],
+            "kp_counters": counters,
+            "queue_drops": dl["b_to_a"]["drops"] if dl else None,
+            "emulator_late_share": late_share(dl), "delayline_delta": dl,
+            "busy_cores": self.env.get("busy_cores_during"), "env": dict(self.env),
+            "testbed": bed.info, "verification": bed.verification,
+        }
+        if row.kind == "squid-cache":
+            # Its access log (kp format): time, client, code/status, method,
+            # URL, server side. squid logs URLs without their query
+            # (strip_query_terms), but each run has a squid of its own: its
+            # requests for the file are the run's.
+            lines = [line for line in proxy.read("access.log").splitlines()
+                     if len(line.split()) >= 5 and f"/{SHARE_FILE}" in line.split()[4]]
+            codes = [line.split()[2] for line in lines]
+            values.update({
+                "squid_config": list(SQUID_CACHE_LINES), "squid_log": lines,
+                "squid_codes": codes,
+                "squid_codes_summary": " ".join(f"{code}x{codes.count(code)}"
+                                                for code in dict.fromkeys(codes)) or "-",
+            })
+        if kp_log:
+            values["kp_log_tail"] = kpbench.tail_of(kp_log, 20 if values["errors"] else 10)
+        self.results.write(values)
+        return values
+
+
 def skipped(label, error):
     """A row whose proxy did not start (a flag it does not know yet, say):
     said, and left out of the table, while the run goes on."""
@@ -2749,6 +3089,8 @@ def main():
     rows = ", ".join(r.label for r in bench.rows)
     if args.scenarios == ["parent"]:
         rows = f"parents {', '.join(args.parents)} beside the {' and the '.join(args.parent_place)}"
+    if args.scenarios == ["share"]:
+        rows = "direct, keepalive-proxy, keepalive-proxy --read-ahead, squid (caching)"
     print(f"WAN bench: {beds}; rows: {rows}")
     print(f"command: {results.common['command']}")
     print(f"machine: {json.dumps(results.common['machine'])}", flush=True)
@@ -2784,6 +3126,9 @@ def main():
                 order, args.ytdlp_spec, args.venv_dir)}
         if any(s in args.scenarios for s in SCENARIO_ORIGIN):
             bench.object_sha = wan_origin.object_sha256(args.object_size, args.seed)
+        if "share" in args.scenarios:
+            kpbench.write_file(os.path.join(data_dir, SHARE_FILE), args.share_size)
+            bench.share_sha = wan_clients.sha256_file(os.path.join(data_dir, SHARE_FILE))
         # About five seconds at the configured rate for the one-connection check.
         long_size = int(args.rate_mbit * 1e6 / 8 * 5)
         kpbench.write_file(os.path.join(data_dir, LONG_FILE), long_size)
@@ -2835,4 +3180,7 @@ if __name__ == "__main__":
         # The parent scenario's downloader, run by this script inside the
         # client's namespace.
         sys.exit(curl_chunks(json.loads(sys.argv[2])))
+    if sys.argv[1:2] == ["--share-fetch"]:
+        # The share scenario's clients, likewise.
+        sys.exit(share_fetch(json.loads(sys.argv[2])))
     sys.exit(main())
