@@ -741,10 +741,9 @@ def main():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     # The results name no directory of this machine: the run's and the
     # suite's become RUN and SUITE, paths in this checkout relative ones.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     text = json.dumps(record, indent=1, sort_keys=True)
     text = text.replace(str(workdir.path), "RUN").replace(os.path.abspath(args.suite), "SUITE")
-    text = text.replace(root + os.sep, "")
+    text = kb.without_machine_paths(text)
     with open(out, "w") as f:
         f.write(text + "\n")
     print(f"\nresults written to {out}")

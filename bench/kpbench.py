@@ -794,7 +794,19 @@ class Results:
         record = dict(self.common)
         record.update(row)
         with open(self.path, "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.write(without_machine_paths(json.dumps(record, sort_keys=True)) + "\n")
+
+
+# The checkout this file lives in, and where temporary run directories go.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMP_RUN = re.compile(re.escape(tempfile.gettempdir()) + r"/[A-Za-z0-9._-]+")
+
+
+def without_machine_paths(text):
+    """Rows name no directory of the machine that measured them: paths in
+    the checkout become relative ones, anything under the temporary
+    directory (a run's configs, an old build) RUN."""
+    return TEMP_RUN.sub("RUN", text.replace(CHECKOUT + os.sep, ""))
 
 
 def _looks_numeric(cell):
