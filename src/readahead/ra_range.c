@@ -12,6 +12,14 @@
 #include "kp/stats.h"
 #include "kp/table.h"
 
+/*
+ * A piece this short is a probe (a player asking for the length, or for a
+ * file's first bytes), not a chunk of a download: what the client asks next
+ * is seldom another piece of its length, and each fetched ahead would cost
+ * the origin a request for nothing.
+ */
+#define PROBE_MAX 511
+
 /* One client's reading of one object, in ranges. */
 struct ra_series {
 	struct table_node node;          /* in r->series, by key */
@@ -154,6 +162,8 @@ ra_range_heard(struct ra_range *r, const struct ra_ask *ask, const struct http_h
 	s->pieces++;
 	if (length > s->largest)
 		s->largest = length;
+	if (length <= PROBE_MAX)
+		return;
 	from = got;
 	/*
 	 * Pieces of one length seen twice: the next is that long, and fetching

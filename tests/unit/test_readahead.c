@@ -1184,7 +1184,8 @@ answer_everything(unsigned from, const char *fields, uint64_t complete)
  * longest seen / 0.95 until one length was seen twice, then that length;
  * as deep as ra_depth while every length was one, one deep once they vary;
  * never past the object's end. Another object at the URL starts afresh;
- * nothing follows a 200, a private answer, or a piece the store refused.
+ * nothing follows a 200, a private answer, a piece the store refused, or a
+ * probe (a piece of at most 511 bytes).
  * Each row's answers are heard in turn; what was fetched arrives before
  * the next one is heard.
  */
@@ -1222,6 +1223,10 @@ range_predictor(void **state)
 		 {ANSWER(0, 999, 10000, .range = "500-999")}, 1, "", 0},
 		{"a piece larger than a share: throttled",
 		 {ANSWER(0, HALF + 9, 10 * MEMORY)}, 1, "", 1},
+		{"a probe (two bytes, a player asking for the length): nothing",
+		 {ANSWER(0, 1, 10000)}, 1, "", 0},
+		{"a piece of 512 bytes is no probe",
+		 {ANSWER(0, 511, 10000)}, 1, "/obj bytes=512-1050, /obj bytes=1024-1562", 0},
 	};
 	struct asker a;
 
